@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+)
+
+// Common holds the flags every binary of the suite takes.
+type Common struct {
+	StateDir string
+	Output   string
+	Quiet    bool
+}
+
+// CommonFlags returns the suite's standard flags: --state-dir, -o, -q.
+func CommonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $KUBECTL_BUNDLE_STATE_DIR, else $XDG_STATE_HOME/kubectl-bundle, else ~/.local/state/kubectl-bundle)", TakesFile: true},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: OutputText, Usage: "output format: text or json"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress and no text report; the exit code tells the result"},
+	}
+}
+
+// ParseCommon reads and validates the standard flags.
+func ParseCommon(cmd *cli.Command) (*Common, error) {
+	c := &Common{StateDir: cmd.String("state-dir"), Output: cmd.String("output"), Quiet: cmd.Bool("quiet")}
+	if err := ValidateOutput(c.Output); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// RunCommand runs a urfave command with args in os.Args form and turns its
+// result into an exit code, printing the error (if any) to ErrOut. It never
+// calls os.Exit: that is main's job.
+func RunCommand(ctx context.Context, streams IOStreams, cmd *cli.Command, args []string) int {
+	cmd.ExitErrHandler = func(context.Context, *cli.Command, error) {}
+	cmd.OnUsageError = func(_ context.Context, _ *cli.Command, err error, _ bool) error {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see --help)", err)}
+	}
+	err := cmd.Run(ctx, args)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitCode(err)
+	var ee *ExitError
+	if code == ExitEnvironment && !errors.As(err, &ee) && isFlagError(err) {
+		code = ExitUsage
+	}
+	Errorf(streams.ErrOut, err)
+	return code
+}
+
+// isFlagError recognises urfave's argument errors that bypass OnUsageError.
+func isFlagError(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"flag provided but not defined", "flag needs an argument", "invalid value", "Required flag", "No help topic"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

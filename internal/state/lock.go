@@ -1,0 +1,89 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Holder describes the process that holds the state lock.
+type Holder struct {
+	PID     int       `json:"pid"`
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+}
+
+// LockedError says another process holds the state lock.
+type LockedError struct {
+	Path   string
+	Holder *Holder
+}
+
+func (e *LockedError) Error() string {
+	if e.Holder == nil {
+		return fmt.Sprintf("state dir is locked by another kubectl-bundle command (%s); wait for it to finish", e.Path)
+	}
+	return fmt.Sprintf("state dir is locked by pid %d (%s) since %s; wait for it to finish",
+		e.Holder.PID, e.Holder.Command, e.Holder.Since.Format(time.RFC3339))
+}
+
+// ExitCode makes a lock conflict exit 4.
+func (e *LockedError) ExitCode() int { return 4 }
+
+// Lock is a held flock on the state dir's lock file. A process that dies
+// releases it with its file descriptors: there is never a stale lock to clean up.
+type Lock struct {
+	f *os.File
+}
+
+// Lock takes the state lock without waiting. It fails at once with a
+// *LockedError naming the holder when another process has it.
+func (d *Dir) Lock() (*Lock, error) {
+	p := d.Join("lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &LockedError{Path: p, Holder: readHolder(p)}
+		}
+		return nil, fmt.Errorf("locking %s: %w", p, err)
+	}
+	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC()}
+	b, _ := json.Marshal(h)
+	// The holder record is advisory: the flock is the lock. It is written in
+	// place so that a waiter can read it; a torn record only loses the name.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt(append(b, '\n'), 0)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	_ = l.f.Truncate(0)
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+func readHolder(p string) *Holder {
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	var h Holder
+	if json.Unmarshal(b, &h) != nil || h.PID == 0 {
+		return nil
+	}
+	return &h
+}

@@ -1,0 +1,191 @@
+package verify
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Report API identity: the JSON report is a typed object of the project's own.
+const (
+	ReportAPIVersion = "kubectl-bundle.dev/v1alpha1"
+	ReportKind       = "VerificationReport"
+)
+
+// Check names, in the order they appear in a report.
+const (
+	CheckSplit             = "split"
+	CheckContainer         = "container"
+	CheckMembers           = "members"
+	CheckZarfYAML          = "zarf.yaml"
+	CheckAggregateChecksum = "aggregate-checksum"
+	CheckChecksums         = "checksums"
+	CheckSignature         = "signature"
+	CheckSBOM              = "sbom"
+)
+
+// CheckOrder lists every check a report names.
+var CheckOrder = []string{CheckSplit, CheckContainer, CheckMembers, CheckZarfYAML,
+	CheckAggregateChecksum, CheckChecksums, CheckSignature, CheckSBOM}
+
+// Status of one check.
+type Status string
+
+// Check statuses.
+const (
+	Pass Status = "pass"
+	Fail Status = "fail"
+	Skip Status = "skip"
+)
+
+// Check is the outcome of one named check.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// PackageInfo identifies the package a report is about, as its zarf.yaml says.
+type PackageInfo struct {
+	Name         string `json:"name,omitempty"`
+	Version      string `json:"version,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	Kind         string `json:"kind,omitempty"`
+	APIVersion   string `json:"apiVersion,omitempty"`
+}
+
+// Signer says who signed the package, as far as the signature check established it.
+type Signer struct {
+	// Method is "key", "keyless" or "none".
+	Method         string `json:"method"`
+	Format         string `json:"format,omitempty"` // "bundle" or "legacy"
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
+	Identity       string `json:"identity,omitempty"`
+	Issuer         string `json:"issuer,omitempty"`
+}
+
+// SBOMInfo summarises the SBOM documents read.
+type SBOMInfo struct {
+	Documents int `json:"documents"`
+}
+
+// Staged records where a verified package was staged.
+type Staged struct {
+	Dir           string `json:"dir"`
+	Path          string `json:"path"`
+	AlreadyStaged bool   `json:"alreadyStaged"`
+}
+
+// Report is the result of verifying one package.
+type Report struct {
+	APIVersion string      `json:"apiVersion"`
+	Kind       string      `json:"kind"`
+	Path       string      `json:"path"`
+	Verified   bool        `json:"verified"`
+	Package    PackageInfo `json:"package"`
+	SHA256     string      `json:"sha256,omitempty"`
+	Bytes      int64       `json:"bytes"`
+	Seconds    float64     `json:"seconds"`
+	Signer     Signer      `json:"signer"`
+	SBOM       SBOMInfo    `json:"sbom"`
+	// SignatureSkipped is true when --insecure-skip-signature was given: the
+	// package was checked for integrity only, and nobody vouches for it.
+	SignatureSkipped bool    `json:"signatureSkipped,omitempty"`
+	Checks           []Check `json:"checks"`
+	// Staged says where --stage put the package; nil when not staged.
+	Staged      *Staged `json:"staged,omitempty"`
+	ToolVersion string  `json:"toolVersion,omitempty"`
+	VerifiedAt  string  `json:"verifiedAt,omitempty"`
+}
+
+func newReport(path string) *Report {
+	r := &Report{APIVersion: ReportAPIVersion, Kind: ReportKind, Path: path, Signer: Signer{Method: "none"}}
+	for _, n := range CheckOrder {
+		r.Checks = append(r.Checks, Check{Name: n, Status: Skip, Detail: "not checked"})
+	}
+	return r
+}
+
+func (r *Report) set(name string, s Status, format string, args ...any) {
+	for i := range r.Checks {
+		if r.Checks[i].Name == name {
+			r.Checks[i].Status = s
+			r.Checks[i].Detail = fmt.Sprintf(format, args...)
+			return
+		}
+	}
+	panic("unknown check " + name)
+}
+
+// Check returns the named check.
+func (r *Report) Check(name string) Check {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Check{Name: name, Status: Skip}
+}
+
+// FirstFailure returns the first failed check, if any.
+func (r *Report) FirstFailure() (Check, bool) {
+	for _, c := range r.Checks {
+		if c.Status == Fail {
+			return c, true
+		}
+	}
+	return Check{}, false
+}
+
+func (r *Report) finish(start time.Time) {
+	r.Seconds = time.Since(start).Seconds()
+	_, failed := r.FirstFailure()
+	r.Verified = !failed
+}
+
+// WriteText writes the human report: one ✔/✗/- line per check, then the verdict.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "package   %s\n", r.Path)
+	if r.Package.Name != "" {
+		fmt.Fprintf(&b, "name      %s %s (%s)\n", r.Package.Name, r.Package.Version, r.Package.Architecture)
+	}
+	if r.SHA256 != "" {
+		fmt.Fprintf(&b, "sha256    %s\n", r.SHA256)
+	}
+	switch r.Signer.Method {
+	case "key":
+		fmt.Fprintf(&b, "signer    key %s (%s)\n", r.Signer.KeyFingerprint, r.Signer.Format)
+	case "keyless":
+		fmt.Fprintf(&b, "signer    %s via %s\n", r.Signer.Identity, r.Signer.Issuer)
+	}
+	for _, c := range r.Checks {
+		mark := "-"
+		switch c.Status {
+		case Pass:
+			mark = "✔"
+		case Fail:
+			mark = "✗"
+		}
+		fmt.Fprintf(&b, "%s %-19s %s\n", mark, c.Name, c.Detail)
+	}
+	if r.Staged != nil {
+		if r.Staged.AlreadyStaged {
+			fmt.Fprintf(&b, "staged    %s (already staged; existing copy kept)\n", r.Staged.Path)
+		} else {
+			fmt.Fprintf(&b, "staged    %s\n", r.Staged.Path)
+		}
+	}
+	switch {
+	case !r.Verified:
+		c, _ := r.FirstFailure()
+		fmt.Fprintf(&b, "NOT VERIFIED: %s: %s\n", c.Name, c.Detail)
+	case r.SignatureSkipped:
+		fmt.Fprintf(&b, "VERIFIED WITHOUT SIGNATURE (--insecure-skip-signature): integrity only, nobody vouches for this package (%d bytes in %.2fs)\n", r.Bytes, r.Seconds)
+	default:
+		fmt.Fprintf(&b, "VERIFIED (%d bytes in %.2fs)\n", r.Bytes, r.Seconds)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

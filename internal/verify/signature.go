@@ -1,0 +1,229 @@
+package verify
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// MaxSignatureSize caps zarf.bundle.sig and zarf.yaml.sig.
+const MaxSignatureSize = 1 << 20
+
+// Signature files inside a Zarf package.
+const (
+	BundleSigName = "zarf.bundle.sig"
+	LegacySigName = "zarf.yaml.sig"
+)
+
+// SignatureOptions is the verification material an operator supplies.
+type SignatureOptions struct {
+	// KeyPath is a PEM public key (ECDSA, Ed25519 or RSA).
+	KeyPath string
+	// Keyless: certificate identity and OIDC issuer, exact or by regexp,
+	// checked against TrustedRootPath (a Sigstore trusted_root.json).
+	CertIdentity         string
+	CertIdentityRegexp   string
+	CertOIDCIssuer       string
+	CertOIDCIssuerRegexp string
+	TrustedRootPath      string
+	// InsecureSkip skips the signature check: integrity only.
+	InsecureSkip bool
+}
+
+// Keyless reports whether keyless material was given.
+func (o SignatureOptions) Keyless() bool {
+	return o.CertIdentity != "" || o.CertIdentityRegexp != "" || o.CertOIDCIssuer != "" || o.CertOIDCIssuerRegexp != ""
+}
+
+// UsageError is an invocation problem (exit 2), found before reading the package.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ExitCode makes a usage error exit 2.
+func (e *UsageError) ExitCode() int { return 2 }
+
+func usagef(format string, args ...any) error { return &UsageError{Err: fmt.Errorf(format, args...)} }
+
+// signatureVerifier holds loaded verification material, ready before the pass starts.
+type signatureVerifier struct {
+	opts        SignatureOptions
+	pub         crypto.PublicKey
+	fingerprint string
+	trustedRoot *root.TrustedRoot
+	identity    sgverify.CertificateIdentity
+}
+
+// newSignatureVerifier validates the options and loads the key or trusted
+// root, so that a bad flag fails before any byte of the package is read.
+func newSignatureVerifier(o SignatureOptions) (*signatureVerifier, error) {
+	v := &signatureVerifier{opts: o}
+	if o.InsecureSkip {
+		if o.KeyPath != "" || o.Keyless() {
+			return nil, usagef("--insecure-skip-signature cannot be combined with --key or --certificate-* flags")
+		}
+		return v, nil
+	}
+	switch {
+	case o.KeyPath != "" && o.Keyless():
+		return nil, usagef("give either --key or the --certificate-* flags, not both")
+	case o.KeyPath == "" && !o.Keyless():
+		return nil, usagef("no verification material: give --key PATH, or --certificate-identity[-regexp] with --certificate-oidc-issuer[-regexp] and --trusted-root, or --insecure-skip-signature to check integrity only")
+	case o.KeyPath != "":
+		b, err := os.ReadFile(o.KeyPath)
+		if err != nil {
+			return nil, fmt.Errorf("reading --key: %w", err)
+		}
+		pub, err := cryptoutils.UnmarshalPEMToPublicKey(b)
+		if err != nil {
+			return nil, usagef("--key %s is not a PEM public key (ECDSA, Ed25519 or RSA): %v", o.KeyPath, err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			return nil, usagef("--key %s: %v", o.KeyPath, err)
+		}
+		sum := sha256.Sum256(der)
+		v.pub, v.fingerprint = pub, "SHA256:"+hex.EncodeToString(sum[:])
+	default:
+		if (o.CertIdentity == "") == (o.CertIdentityRegexp == "") {
+			return nil, usagef("keyless verification needs exactly one of --certificate-identity or --certificate-identity-regexp")
+		}
+		if (o.CertOIDCIssuer == "") == (o.CertOIDCIssuerRegexp == "") {
+			return nil, usagef("keyless verification needs exactly one of --certificate-oidc-issuer or --certificate-oidc-issuer-regexp")
+		}
+		if o.TrustedRootPath == "" {
+			return nil, usagef("keyless verification needs --trusted-root PATH (a Sigstore trusted_root.json): this tool never goes online")
+		}
+		tr, err := root.NewTrustedRootFromPath(o.TrustedRootPath)
+		if err != nil {
+			return nil, usagef("--trusted-root %s: %v", o.TrustedRootPath, err)
+		}
+		id, err := sgverify.NewShortCertificateIdentity(o.CertOIDCIssuer, o.CertOIDCIssuerRegexp, o.CertIdentity, o.CertIdentityRegexp)
+		if err != nil {
+			return nil, usagef("certificate identity: %v", err)
+		}
+		v.trustedRoot, v.identity = tr, id
+	}
+	return v, nil
+}
+
+// verify checks the signature over the exact zarf.yaml bytes. bundleSig and
+// legacySig are the members' contents, nil when absent.
+func (v *signatureVerifier) verify(zarfYAML []byte, signed *bool, bundleSig, legacySig []byte, r *Report) (Status, string) {
+	if v.opts.InsecureSkip {
+		r.SignatureSkipped = true
+		return Skip, "SKIPPED by --insecure-skip-signature: nobody vouches for this package"
+	}
+	switch {
+	case bundleSig != nil:
+		return v.verifyBundle(zarfYAML, bundleSig, r)
+	case legacySig != nil:
+		return v.verifyLegacy(zarfYAML, legacySig, r)
+	case signed != nil && *signed:
+		return Fail, "zarf.yaml says build.signed: true but the package has neither zarf.bundle.sig nor zarf.yaml.sig"
+	default:
+		return Fail, "verification material was given but the package is not signed (no zarf.bundle.sig or zarf.yaml.sig)"
+	}
+}
+
+func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Status, string) {
+	r.Signer.Format = "bundle"
+	var b bundle.Bundle
+	if err := b.UnmarshalJSON(raw); err != nil {
+		return Fail, fmt.Sprintf("zarf.bundle.sig is not a valid Sigstore bundle: %v", err)
+	}
+	vc, err := b.VerificationContent()
+	if err != nil {
+		return Fail, fmt.Sprintf("zarf.bundle.sig: %v", err)
+	}
+	_, isCert := vc.(*bundle.Certificate)
+	policyArtifact := sgverify.WithArtifact(bytes.NewReader(zarfYAML))
+	if v.pub != nil {
+		if isCert {
+			return Fail, "the package was signed keyless (certificate in zarf.bundle.sig) but --key was given: verify with --certificate-identity, --certificate-oidc-issuer and --trusted-root"
+		}
+		sv, err := signature.LoadVerifier(v.pub, crypto.SHA256)
+		if err != nil {
+			return Fail, fmt.Sprintf("loading --key: %v", err)
+		}
+		key := root.NewExpiringKey(sv, time.Time{}, time.Time{})
+		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) { return key, nil })
+		ver, err := sgverify.NewVerifier(tm, sgverify.WithNoObserverTimestamps())
+		if err != nil {
+			return Fail, fmt.Sprintf("setting up verification: %v", err)
+		}
+		if _, err := ver.Verify(&b, sgverify.NewPolicy(policyArtifact, sgverify.WithKey())); err != nil {
+			return Fail, fmt.Sprintf("zarf.bundle.sig does not verify zarf.yaml with key %s: %v", v.fingerprint, err)
+		}
+		r.Signer.Method, r.Signer.KeyFingerprint = "key", v.fingerprint
+		return Pass, fmt.Sprintf("Sigstore bundle signed by key %s", v.fingerprint)
+	}
+	if !isCert {
+		return Fail, "the package was signed with a key (no certificate in zarf.bundle.sig) but keyless flags were given: verify with --key"
+	}
+	tlogs, err := b.TlogEntries()
+	if err != nil {
+		return Fail, fmt.Sprintf("zarf.bundle.sig: %v", err)
+	}
+	// A short-lived certificate is only meaningful with a trusted time:
+	// a transparency log entry or a signed timestamp, whichever the bundle has.
+	vopts := []sgverify.VerifierOption{sgverify.WithObserverTimestamps(1)}
+	if len(tlogs) > 0 {
+		vopts = append(vopts, sgverify.WithTransparencyLog(1))
+	}
+	ver, err := sgverify.NewVerifier(v.trustedRoot, vopts...)
+	if err != nil {
+		return Fail, fmt.Sprintf("setting up verification: %v", err)
+	}
+	res, err := ver.Verify(&b, sgverify.NewPolicy(policyArtifact, sgverify.WithCertificateIdentity(v.identity)))
+	if err != nil {
+		return Fail, fmt.Sprintf("zarf.bundle.sig does not verify against the trusted root and identity: %v", err)
+	}
+	r.Signer.Method = "keyless"
+	if res.Signature != nil && res.Signature.Certificate != nil {
+		r.Signer.Identity = res.Signature.Certificate.SubjectAlternativeName
+		r.Signer.Issuer = res.Signature.Certificate.Issuer
+	}
+	evidence := []string{}
+	if len(tlogs) > 0 {
+		evidence = append(evidence, "transparency log")
+	}
+	if ts, _ := b.Timestamps(); len(ts) > 0 {
+		evidence = append(evidence, "signed timestamp")
+	}
+	return Pass, fmt.Sprintf("Sigstore bundle, certificate for %s (issuer %s), %s", r.Signer.Identity, r.Signer.Issuer, strings.Join(evidence, " + "))
+}
+
+func (v *signatureVerifier) verifyLegacy(zarfYAML, raw []byte, r *Report) (Status, string) {
+	r.Signer.Format = "legacy"
+	if v.pub == nil {
+		return Fail, "the package has only a legacy zarf.yaml.sig, which carries no certificate: verify with --key"
+	}
+	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return Fail, fmt.Sprintf("zarf.yaml.sig is not base64: %v", err)
+	}
+	sv, err := signature.LoadVerifier(v.pub, crypto.SHA256)
+	if err != nil {
+		return Fail, fmt.Sprintf("loading --key: %v", err)
+	}
+	if err := sv.VerifySignature(bytes.NewReader(sig), bytes.NewReader(zarfYAML)); err != nil {
+		return Fail, fmt.Sprintf("zarf.yaml.sig does not verify zarf.yaml with key %s: %v", v.fingerprint, err)
+	}
+	r.Signer.Method, r.Signer.KeyFingerprint = "key", v.fingerprint
+	return Pass, fmt.Sprintf("legacy zarf.yaml.sig signed by key %s", v.fingerprint)
+}

@@ -1,0 +1,169 @@
+// Package verifycmd is the kubectl-bundle-verify command: flag parsing,
+// staging and output around the verify library.
+package verifycmd
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
+)
+
+const description = `Verifies a Zarf package offline, in one streaming pass over the archive,
+and optionally stages it into the state dir in that same pass.
+
+PACKAGE is a .tar.zst, an uncompressed .tar, or the .part000 of a split package
+(the parts are read in order as one stream, never joined on disk). The input is
+opened read-only and never changed.
+
+Checks, in the order of the chain of trust (each is named in the report):
+  split               .part000 count, bytes and sha256 match the parts
+  container           zstd and tar well formed; truncation is a failure
+  members             regular files and directories only, clean relative paths, no duplicates
+  zarf.yaml           size-capped, parsed (v1alpha1, or the two-document v1beta1 form)
+  aggregate-checksum  sha256(checksums.txt) = the aggregate checksum in zarf.yaml
+  checksums           every listed member present with that sha256; no unlisted member
+  signature           zarf.bundle.sig (Sigstore bundle; --key or keyless) or legacy zarf.yaml.sig (--key)
+  sbom                sboms.tar holds Syft JSON documents, one per image and file component
+
+Exit codes: 0 verified, 1 verification failed, 2 usage (including no verification
+material), 3 I/O or environment, 4 state dir locked by another command.
+
+Examples:
+  kubectl bundle verify zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub
+  kubectl bundle verify pkg.tar.zst.part000 --key cosign.pub --stage -o json
+  kubectl bundle verify pkg.tar.zst --trusted-root trusted_root.json \
+      --certificate-identity ci@example.com --certificate-oidc-issuer https://issuer.example.com`
+
+// Command builds the kubectl-bundle-verify command.
+func Command(streams kcli.IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:        "kubectl-bundle-verify",
+		Usage:       "verify a Zarf package offline (container, checksums, signature, SBOMs) and optionally stage it",
+		ArgsUsage:   "PACKAGE",
+		Description: description,
+		Version:     kcli.ToolVersion(),
+		Reader:      streams.In,
+		Writer:      streams.Out,
+		ErrWriter:   streams.ErrOut,
+		Flags: append(kcli.CommonFlags(),
+			&cli.StringFlag{Name: "key", Usage: "PEM public key (ECDSA, Ed25519 or RSA) as written by zarf tools gen-key or cosign", TakesFile: true},
+			&cli.StringFlag{Name: "certificate-identity", Usage: "keyless: the signing certificate's identity (SAN), exact"},
+			&cli.StringFlag{Name: "certificate-identity-regexp", Usage: "keyless: the signing certificate's identity (SAN), as a regexp"},
+			&cli.StringFlag{Name: "certificate-oidc-issuer", Usage: "keyless: the OIDC issuer in the certificate, exact"},
+			&cli.StringFlag{Name: "certificate-oidc-issuer-regexp", Usage: "keyless: the OIDC issuer in the certificate, as a regexp"},
+			&cli.StringFlag{Name: "trusted-root", Usage: "keyless: Sigstore trusted_root.json (required: verification is offline)", TakesFile: true},
+			&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"},
+			&cli.StringFlag{Name: "sbom", Usage: "require | if-present | skip (default: require when the package has images, files or data injections)"},
+			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
+		),
+		HideHelpCommand: true,
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return run(ctx, streams, cmd)
+		},
+	}
+}
+
+// Main runs the command with args (os.Args form) and returns the exit code.
+func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
+	return kcli.RunCommand(ctx, streams, Command(streams), args)
+}
+
+func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return err
+	}
+	if cmd.NArg() != 1 {
+		return kcli.Usage("want exactly one PACKAGE argument, got %d (see --help)", cmd.NArg())
+	}
+	path := cmd.Args().First()
+	opts := verify.Options{
+		Signature: verify.SignatureOptions{
+			KeyPath:              cmd.String("key"),
+			CertIdentity:         cmd.String("certificate-identity"),
+			CertIdentityRegexp:   cmd.String("certificate-identity-regexp"),
+			CertOIDCIssuer:       cmd.String("certificate-oidc-issuer"),
+			CertOIDCIssuerRegexp: cmd.String("certificate-oidc-issuer-regexp"),
+			TrustedRootPath:      cmd.String("trusted-root"),
+			InsecureSkip:         cmd.Bool("insecure-skip-signature"),
+		},
+		SBOM: verify.SBOMPolicy(cmd.String("sbom")),
+	}
+	if !common.Quiet && kcli.IsTerminal(streams.ErrOut) {
+		bar := kcli.NewProgress(streams.ErrOut, "verifying "+filepath.Base(path))
+		opts.Progress = bar.Update
+		defer bar.Done()
+	}
+	name := strings.TrimSuffix(filepath.Base(path), ".part000")
+
+	var stager *stage.Stager
+	if cmd.Bool("stage") {
+		if err := stage.ValidName(name); err != nil {
+			return kcli.Usage("%v", err)
+		}
+		// Validate flags before touching the state dir.
+		if _, err := verify.New(opts); err != nil {
+			return err
+		}
+		d, err := state.Open(common.StateDir)
+		if err != nil {
+			return kcli.Environment(err)
+		}
+		lock, err := d.Lock()
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
+		stager, err = stage.Begin(d)
+		if err != nil {
+			return kcli.Environment(err)
+		}
+		defer stager.Abort()
+		opts.Copy = stager.Writer()
+	}
+	v, err := verify.New(opts)
+	if err != nil {
+		return err
+	}
+	if opts.Signature.InsecureSkip && !common.Quiet {
+		fmt.Fprintln(streams.ErrOut, "WARNING: --insecure-skip-signature: the signature is NOT checked; integrity only, nobody vouches for this package")
+	}
+	rep, err := v.Verify(ctx, path)
+	if err != nil {
+		return err
+	}
+	rep.ToolVersion = kcli.ToolVersion()
+	if rep.Verified && stager != nil {
+		res, err := stager.Commit(rep.SHA256, name, rep, kcli.ToolVersion())
+		if err != nil {
+			return kcli.Environment(err)
+		}
+		rep.Staged = &verify.Staged{Dir: res.Dir, Path: res.Path, AlreadyStaged: res.AlreadyStaged}
+	}
+	if err := writeReport(streams, common, rep); err != nil {
+		return kcli.Environment(err)
+	}
+	if !rep.Verified {
+		c, _ := rep.FirstFailure()
+		return kcli.Negative(fmt.Errorf("%s is NOT verified: %s: %s", path, c.Name, c.Detail))
+	}
+	return nil
+}
+
+func writeReport(streams kcli.IOStreams, common *kcli.Common, rep *verify.Report) error {
+	if common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(streams.Out, rep)
+	}
+	if common.Quiet {
+		return nil
+	}
+	return rep.WriteText(streams.Out)
+}
