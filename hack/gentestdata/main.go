@@ -51,6 +51,11 @@ func run(args []string) error {
 			return fmt.Errorf("usage: keyless IN OUT TRUSTED_ROOT IDENTITY ISSUER")
 		}
 		return keyless(args[1], args[2], args[3], args[4], args[5])
+	case "oci-image": // OUT REF ARCH
+		if len(args) != 4 {
+			return fmt.Errorf("usage: oci-image OUT.tar REF ARCH")
+		}
+		return ociImage(args[1], args[2], args[3])
 	case "tamper": // KIND IN OUT
 		if len(args) != 4 {
 			return fmt.Errorf("usage: tamper KIND IN OUT")

@@ -1,0 +1,218 @@
+// The end-to-end suite: testscript drives the real binaries (registered
+// below), the real zarf from bin/testbin and the real kubectl against the
+// packages in testdata/packages. UPDATE=1 rewrites golden files in scripts.
+package kubectlbundle_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
+)
+
+func TestMain(m *testing.M) {
+	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
+	testscript.Main(m, map[string]func(){
+		"kubectl-bundle-verify": verify,
+		"kubectl-bundle_verify": verify,
+	})
+}
+
+// tool finds a real program the scripts need. Under CI=true a missing tool
+// fails the run; elsewhere the scripts that need it are skipped.
+func tool(t *testing.T, name, env string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	candidates := map[string]string{"zarf": "bin/testbin/zarf", "kubectl": "/usr/bin/kubectl"}
+	if p, err := filepath.Abs(candidates[name]); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true and was not found (run make testbin, or set %s)", name, env)
+	}
+	t.Logf("%s not found: scripts that need it are skipped", name)
+	return ""
+}
+
+func TestScripts(t *testing.T) {
+	zarf := tool(t, "zarf", "ZARF")
+	kubectl := tool(t, "kubectl", "KUBECTL")
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       os.Getenv("UPDATE") != "",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PKGS", filepath.Join(root, "testdata", "packages"))
+			env.Setenv("KEYS", filepath.Join(root, "testdata", "keys"))
+			env.Setenv("KUBECTL_BUNDLE_STATE_DIR", filepath.Join(env.WorkDir, "state"))
+			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+			env.Setenv("NO_COLOR", "1")
+			env.Values[lockKey{}] = &heldLock{}
+			if zarf != "" {
+				env.Setenv("ZARF", zarf)
+			}
+			if kubectl != "" {
+				env.Setenv("KUBECTL", kubectl)
+			}
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "zarf":
+				return zarf != "", nil
+			case "kubectl":
+				return kubectl != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode":  cmdExitcode,
+			"lockstate": cmdLockstate,
+			"treehash":  cmdTreehash,
+			"cut":       cmdCut,
+			"flipbyte":  cmdFlipbyte,
+		},
+	})
+}
+
+// exitcode N PROG [ARGS...]: run PROG like exec and require exit code N;
+// stdout and stderr are kept for the assertions that follow.
+func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode N PROG [ARGS...]")
+	}
+	var want int
+	_, err := fmt.Sscan(args[0], &want)
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("running %s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// lockstate DIR | lockstate -release: hold the state dir lock in the test
+// process, as another kubectl-bundle command would, until released.
+func cmdLockstate(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: lockstate DIR | lockstate -release")
+	}
+	if args[0] == "-release" {
+		if l, ok := ts.Value(lockKey{}).(*heldLock); ok && l.l != nil {
+			ts.Check(l.l.Unlock())
+			l.l = nil
+		}
+		return
+	}
+	d, err := state.Open(ts.MkAbs(args[0]))
+	ts.Check(err)
+	l, err := d.Lock()
+	ts.Check(err)
+	h, _ := ts.Value(lockKey{}).(*heldLock)
+	h.l = l
+	ts.Defer(func() { l.Unlock() })
+}
+
+type lockKey struct{}
+
+type heldLock struct{ l *state.Lock }
+
+// treehash DIR: print every entry under DIR with its mode, and sha256 for
+// files, one per line, sorted: two runs compare equal only when nothing
+// under DIR changed.
+func cmdTreehash(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: treehash DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sum := "-"
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s := sha256.Sum256(b)
+			sum = hex.EncodeToString(s[:])
+		}
+		lines = append(lines, fmt.Sprintf("%s %s %s", fi.Mode(), sum, rel))
+		return nil
+	})
+	ts.Check(err)
+	sort.Strings(lines)
+	fmt.Fprintln(ts.Stdout(), strings.Join(lines, "\n"))
+}
+
+// cut FILE N: truncate FILE to N bytes.
+func cmdCut(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: cut FILE N")
+	}
+	var n int64
+	_, err := fmt.Sscan(args[1], &n)
+	ts.Check(err)
+	ts.Check(os.Truncate(ts.MkAbs(args[0]), n))
+}
+
+// flipbyte FILE OFFSET: invert one byte of FILE in place.
+func cmdFlipbyte(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: flipbyte FILE OFFSET")
+	}
+	var off int64
+	_, err := fmt.Sscan(args[1], &off)
+	ts.Check(err)
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_RDWR, 0)
+	ts.Check(err)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, off)
+	ts.Check(err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, off)
+	ts.Check(err)
+}
