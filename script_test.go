@@ -5,6 +5,7 @@ package kubectlbundle_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,6 +31,16 @@ func TestMain(m *testing.M) {
 		"kubectl-bundle-verify": verify,
 		"kubectl-bundle_verify": verify,
 	})
+}
+
+// goEnv reads a go env setting so that scripts which build with the real
+// toolchain share this run's caches instead of starting cold.
+func goEnv(k string) string {
+	out, err := exec.Command("go", "env", k).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // tool finds a real program the scripts need. Under CI=true a missing tool
@@ -70,6 +81,12 @@ func TestScripts(t *testing.T) {
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("UPDATE") != "",
 		Setup: func(env *testscript.Env) error {
+			env.Setenv("ROOT", root)
+			for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY", "GOTOOLCHAIN"} {
+				if v := goEnv(k); v != "" {
+					env.Setenv(k, v)
+				}
+			}
 			env.Setenv("PKGS", filepath.Join(root, "testdata", "packages"))
 			env.Setenv("KEYS", filepath.Join(root, "testdata", "keys"))
 			env.Setenv("KUBECTL_BUNDLE_STATE_DIR", filepath.Join(env.WorkDir, "state"))
@@ -96,6 +113,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode":  cmdExitcode,
 			"lockstate": cmdLockstate,
+			"randfile":  cmdRandfile,
 			"treehash":  cmdTreehash,
 			"cut":       cmdCut,
 			"flipbyte":  cmdFlipbyte,
@@ -185,6 +203,19 @@ func cmdTreehash(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	sort.Strings(lines)
 	fmt.Fprintln(ts.Stdout(), strings.Join(lines, "\n"))
+}
+
+// randfile FILE N: write N incompressible bytes to FILE.
+func cmdRandfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: randfile FILE N")
+	}
+	var n int
+	_, err := fmt.Sscan(args[1], &n)
+	ts.Check(err)
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
 }
 
 // cut FILE N: truncate FILE to N bytes.
