@@ -26,7 +26,7 @@ func ociImage(out, ref, arch string) error {
 	lw := tar.NewWriter(&layer)
 	epoch := time.Unix(0, 0)
 	for name, body := range map[string]string{
-		"etc/os-release":   "ID=kubectl-bundle-demo\nVERSION_ID=1.0.0\n",
+		"etc/os-release":  "ID=kubectl-bundle-demo\nVERSION_ID=1.0.0\n",
 		"app/message.txt": "hello from the demo image\n",
 	} {
 		lw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: epoch, Typeflag: tar.TypeReg})

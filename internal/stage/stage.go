@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -68,7 +71,16 @@ func removeLeftovers(pkgs string) error {
 }
 
 // Writer receives the archive's bytes.
-func (s *Stager) Writer() *os.File { return s.archive }
+func (s *Stager) Writer() io.Writer { return writebackFile{s.archive} }
+
+// writebackFile starts writeback of the staged copy while it is still being
+// written, so that the fsync at commit waits for the tail, not the whole archive.
+type writebackFile struct{ *os.File }
+
+// StartWriteback asks the kernel to start writing the first upTo bytes to disk.
+func (f writebackFile) StartWriteback(upTo int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), 0, upTo, unix.SYNC_FILE_RANGE_WRITE)
+}
 
 // Abort throws the staging area away.
 func (s *Stager) Abort() {

@@ -5,8 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -107,6 +105,8 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 	cr := &countingReader{r: stream}
 	tr := tar.NewReader(cr)
 	buf := make([]byte, 1<<20)
+	hs := newMemberHasher()
+	defer hs.Close()
 	for {
 		if err := ctx.Err(); err != nil {
 			a.containerErr = err
@@ -156,7 +156,6 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 			continue
 		}
 		a.regular++
-		hs := sha256.New()
 		mc := &countingReader{r: tr}
 		var body io.Reader = mc
 		var kept *bytes.Buffer
@@ -180,11 +179,12 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 			a.containerErr = fmt.Errorf("member %s is truncated", name)
 			return a
 		}
-		m.sha256 = hex.EncodeToString(hs.Sum(nil))
+		hs.End(m)
 		if kept != nil {
 			a.control[name] = kept.Bytes()
 		}
 	}
+	hs.Close()
 	// Past the end-of-archive marker only zero padding may follow, and the
 	// compressed stream must end cleanly (zstd checks its frame checksums here).
 	if err := expectZeros(cr, buf); err != nil {

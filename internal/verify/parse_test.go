@@ -100,15 +100,15 @@ components:
 		t.Fatalf("v1beta1: %+v", p)
 	}
 	for name, in := range map[string]string{
-		"disagree":     strings.Replace(beta, "  aggregateChecksum: "+sha+"\ncomponents", "  aggregateChecksum: "+strings.Repeat("f", 64)+"\ncomponents", 1),
-		"bad kind":     "kind: Pod\nmetadata:\n  name: x\n",
-		"no name":      "kind: ZarfPackageConfig\n",
-		"slash name":   "kind: ZarfPackageConfig\nmetadata:\n  name: a/b\n",
-		"unknown api":  "apiVersion: zarf.dev/v9\nkind: ZarfPackageConfig\nmetadata:\n  name: a\n",
-		"three docs":   "kind: ZarfPackageConfig\nmetadata: {name: a}\n---\nkind: ZarfPackageConfig\n---\nkind: ZarfPackageConfig\n",
-		"bad yaml":     "kind: [\n",
-		"too large":    "kind: ZarfPackageConfig\n#" + strings.Repeat("x", MaxZarfYAMLSize),
-		"alias bomb":   "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nkind: x\n",
+		"disagree":       strings.Replace(beta, "  aggregateChecksum: "+sha+"\ncomponents", "  aggregateChecksum: "+strings.Repeat("f", 64)+"\ncomponents", 1),
+		"bad kind":       "kind: Pod\nmetadata:\n  name: x\n",
+		"no name":        "kind: ZarfPackageConfig\n",
+		"slash name":     "kind: ZarfPackageConfig\nmetadata:\n  name: a/b\n",
+		"unknown api":    "apiVersion: zarf.dev/v9\nkind: ZarfPackageConfig\nmetadata:\n  name: a\n",
+		"three docs":     "kind: ZarfPackageConfig\nmetadata: {name: a}\n---\nkind: ZarfPackageConfig\n---\nkind: ZarfPackageConfig\n",
+		"bad yaml":       "kind: [\n",
+		"too large":      "kind: ZarfPackageConfig\n#" + strings.Repeat("x", MaxZarfYAMLSize),
+		"alias bomb":     "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nkind: x\n",
 		"bad provenance": "kind: ZarfPackageConfig\nmetadata: {name: a}\nbuild:\n  provenanceFiles: [../x]\n",
 	} {
 		if _, err := ParseZarfYAML([]byte(in)); err == nil {
@@ -141,13 +141,13 @@ func TestCheckSyftJSON(t *testing.T) {
 
 func TestNormalizeImageRef(t *testing.T) {
 	for in, want := range map[string]string{
-		"nginx":                          "docker.io/library/nginx:latest",
-		"nginx:1.25":                     "docker.io/library/nginx:1.25",
-		"bitnami/redis:7":                "docker.io/bitnami/redis:7",
-		"ghcr.io/stefanprodan/podinfo:6": "ghcr.io/stefanprodan/podinfo:6",
-		"localhost:5000/a":               "localhost:5000/a:latest",
-		"127.0.0.1:31999/a/b:2":          "127.0.0.1:31999/a/b:2",
-		"nginx@sha256:" + sha:            "docker.io/library/nginx@sha256:" + sha,
+		"nginx":                           "docker.io/library/nginx:latest",
+		"nginx:1.25":                      "docker.io/library/nginx:1.25",
+		"bitnami/redis:7":                 "docker.io/bitnami/redis:7",
+		"ghcr.io/stefanprodan/podinfo:6":  "ghcr.io/stefanprodan/podinfo:6",
+		"localhost:5000/a":                "localhost:5000/a:latest",
+		"127.0.0.1:31999/a/b:2":           "127.0.0.1:31999/a/b:2",
+		"nginx@sha256:" + sha:             "docker.io/library/nginx@sha256:" + sha,
 		"index.docker.io/library/busybox": "docker.io/library/busybox:latest",
 	} {
 		if got := NormalizeImageRef(in); got != want {

@@ -78,22 +78,24 @@ func (v *Verifier) Verify(ctx context.Context, path string) (*Report, error) {
 	defer src.Close()
 	r.Bytes = src.size
 
-	tee := newAsyncTee(src.reader, v.opts.Copy, src.size, v.opts.Progress)
-	br := bufio.NewReaderSize(tee, teeChunk)
+	fan := newFanout(src.reader, v.opts.Copy, src.size, v.opts.Progress)
+	br := bufio.NewReaderSize(fan, 64<<10)
 	a := readArchive(ctx, br)
-	// Whatever the archive held, hash every byte of the input.
-	_, drainErr := io.Copy(io.Discard, br)
-	sum, read, copyErr := tee.finish()
+	if errors.Is(a.containerErr, context.Canceled) || errors.Is(a.containerErr, context.DeadlineExceeded) {
+		fan.abort()
+		return nil, a.containerErr
+	}
+	// Whatever the archive held, every byte of the input is hashed: finish
+	// drains what the archive reader did not consume.
+	sum, read, srcErr, copyErr := fan.finish()
 	var ioe *IOError
 	switch {
+	case srcErr != nil:
+		return nil, &IOError{Err: fmt.Errorf("reading package: %w", srcErr)}
 	case errors.As(a.containerErr, &ioe):
 		return nil, ioe
-	case drainErr != nil:
-		return nil, &IOError{Err: fmt.Errorf("reading package: %w", drainErr)}
 	case copyErr != nil:
 		return nil, &IOError{Err: copyErr}
-	case errors.Is(a.containerErr, context.Canceled), errors.Is(a.containerErr, context.DeadlineExceeded):
-		return nil, a.containerErr
 	}
 	r.SHA256 = sum
 	r.Bytes = read

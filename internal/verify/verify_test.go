@@ -11,9 +11,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,7 +78,7 @@ func TestVerifySynthetic(t *testing.T) {
 		t.Fatalf("not verified:\n%s", b.String())
 	}
 	raw, _ := os.ReadFile(p)
-	if sum := sha256.Sum256(raw); r.SHA256 != testpkgHex(sum[:]) || r.Bytes != int64(len(raw)) {
+	if sum := sha256.Sum256(raw); r.SHA256 != hex.EncodeToString(sum[:]) || r.Bytes != int64(len(raw)) {
 		t.Errorf("sha256/bytes: %s %d", r.SHA256, r.Bytes)
 	}
 	for _, c := range r.Checks {
@@ -88,17 +90,6 @@ func TestVerifySynthetic(t *testing.T) {
 			t.Errorf("check %s: %s (%s)", c.Name, c.Status, c.Detail)
 		}
 	}
-}
-
-func testpkgHex(b []byte) string { return testpkg.SHA256(nil)[:0] + hexString(b) }
-
-func hexString(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, len(b)*2)
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
 }
 
 // TestVerifyFailures derives one bad package per check and asserts that
@@ -214,10 +205,10 @@ func TestVerifySplit(t *testing.T) {
 	third := len(b) / 3
 	parts := [][]byte{b[:third], b[third : 2*third], b[2*third:]}
 	write := func(count int, total int64, sum string) {
-		os.WriteFile(base+".part000", []byte(`{"Sha256Sum":"`+sum+`","Bytes":`+itoa(total)+`,"Count":`+itoa(int64(count))+`}`), 0o644)
+		os.WriteFile(base+".part000", []byte(`{"Sha256Sum":"`+sum+`","Bytes":`+strconv.FormatInt(total, 10)+`,"Count":`+strconv.Itoa(count)+`}`), 0o644)
 	}
 	for i, p := range parts {
-		os.WriteFile(base+".part00"+itoa(int64(i+1)), p, 0o644)
+		os.WriteFile(base+".part00"+strconv.Itoa(i+1), p, 0o644)
 	}
 	write(3, int64(len(b)), testpkg.SHA256(b))
 	r := mustVerify(t, skipSig, base+".part000")
@@ -237,27 +228,6 @@ func TestVerifySplit(t *testing.T) {
 			t.Errorf("%s: verified=%v first failure %+v", name, r.Verified, c)
 		}
 	}
-}
-
-func itoa(n int64) string { return strings.TrimSpace(strings.Repeat(" ", 0) + formatInt(n)) }
-
-func formatInt(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var d []byte
-	for n > 0 {
-		d = append([]byte{byte('0' + n%10)}, d...)
-		n /= 10
-	}
-	if neg {
-		d = append([]byte{'-'}, d...)
-	}
-	return string(d)
 }
 
 func TestLegacySignature(t *testing.T) {
