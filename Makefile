@@ -52,7 +52,7 @@ unit:
 
 ## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
 fuzz:
-	@for t in FuzzParseChecksums FuzzParseZarfYAML FuzzReadArchive FuzzCheckSyftJSON FuzzParseSplitMetadata; do \
+	@for t in FuzzParseChecksums FuzzParseZarfYAML FuzzReadArchive FuzzCheckSyftJSON FuzzParseSplitMetadata FuzzSignatureBundle; do \
 	  echo "fuzzing $$t for $(FUZZTIME)"; \
 	  $(GO) test ./internal/verify -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) >/dev/null || { $(GO) test ./internal/verify -run '^$$' -fuzz "^$$t$$" -fuzztime 1x; exit 1; }; \
 	done

@@ -21,15 +21,20 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
 )
 
 func TestMain(m *testing.M) {
 	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
+	journalMain := func() { os.Exit(journalcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	testscript.Main(m, map[string]func(){
-		"kubectl-bundle-verify": verify,
-		"kubectl-bundle_verify": verify,
+		"kubectl-bundle-verify":  verify,
+		"kubectl-bundle_verify":  verify,
+		"kubectl-bundle-journal": journalMain,
+		"kubectl-bundle_journal": journalMain,
+		"journal-script":         journalScript,
 	})
 }
 

@@ -132,6 +132,7 @@ func (s *Stager) Commit(sha256, name string, report any, toolVersion string) (*R
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("checking %s: %w", final, err)
 	}
+	state.CrashPoint("stage:before-fsync")
 	if err := s.archive.Sync(); err != nil {
 		return nil, fmt.Errorf("syncing staged copy: %w", err)
 	}
@@ -139,11 +140,13 @@ func (s *Stager) Commit(sha256, name string, report any, toolVersion string) (*R
 		return nil, fmt.Errorf("closing staged copy: %w", err)
 	}
 	s.archive = nil
+	state.CrashPoint("stage:before-name")
 	if err := os.Rename(filepath.Join(s.tmpDir, "archive.partial"), filepath.Join(s.tmpDir, name)); err != nil {
 		return nil, fmt.Errorf("naming staged copy: %w", err)
 	}
 	// Two spaces: the format sha256sum -c reads.
 	sidecar := fmt.Sprintf("%s  %s\n", sha256, name)
+	state.CrashPoint("stage:before-sidecar")
 	if err := state.WriteFile(filepath.Join(s.tmpDir, name+".sha256"), []byte(sidecar)); err != nil {
 		return nil, err
 	}
@@ -151,16 +154,19 @@ func (s *Stager) Commit(sha256, name string, report any, toolVersion string) (*R
 	if err != nil {
 		return nil, fmt.Errorf("encoding verification.json: %w", err)
 	}
+	state.CrashPoint("stage:before-record")
 	if err := state.WriteFile(filepath.Join(s.tmpDir, "verification.json"), append(rec, '\n')); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(s.tmpDir, state.DirMode); err != nil {
 		return nil, fmt.Errorf("setting mode of staging dir: %w", err)
 	}
+	state.CrashPoint("stage:before-commit")
 	if err := os.Rename(s.tmpDir, final); err != nil {
 		return nil, fmt.Errorf("committing staged package to %s: %w", final, err)
 	}
 	s.tmpDir = ""
+	state.CrashPoint("stage:after-commit")
 	if err := state.SyncDir(filepath.Dir(final)); err != nil {
 		return nil, err
 	}

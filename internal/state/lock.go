@@ -48,19 +48,31 @@ func (d *Dir) Lock() (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening lock %s: %w", p, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &LockedError{Path: p, Holder: readHolder(p)}
+	// A holder writes its record right after it takes the lock, so an empty
+	// record means it is just starting (or just leaving): look again
+	// briefly instead of failing without a name. Bounded: still "at once".
+	for try := 0; ; try++ {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("locking %s: %w", p, err)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", p, err)
+		}
+		if h := readHolder(p); h != nil || try == 20 {
+			f.Close()
+			return nil, &LockedError{Path: p, Holder: h}
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC()}
 	b, _ := json.Marshal(h)
 	// The holder record is advisory: the flock is the lock. It is written in
 	// place so that a waiter can read it; a torn record only loses the name.
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt(append(b, '\n'), 0)
+	rec := append(b, '\n')
+	if _, err := f.WriteAt(rec, 0); err == nil {
+		_ = f.Truncate(int64(len(rec)))
 	}
 	return &Lock{f: f}, nil
 }

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, "verifying x")
+	p.Update(512<<20, 1<<30)
+	out := b.String()
+	for _, want := range []string{"\rverifying x [", "512.0 MiB / 1.0 GiB", "/s", "ETA "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress line %q lacks %q", out, want)
+		}
+	}
+	b.Reset()
+	p.Update(600<<20, 1<<30) // within 200ms: not redrawn
+	if b.Len() != 0 {
+		t.Errorf("redrawn too often: %q", b.String())
+	}
+	p.Update(1<<30, 1<<30) // the end is always drawn
+	p.Done()
+	if !strings.HasSuffix(b.String(), "\r\033[K") {
+		t.Errorf("Done did not clear the line: %q", b.String())
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for err, want := range map[error]int{
+		nil:                        ExitOK,
+		errors.New("disk on fire"): ExitEnvironment,
+		Usage("bad"):               ExitUsage,
+		fmt.Errorf("wrapped: %w", Negative(errors.New("no"))): ExitNegative,
+		Conflict(errors.New("locked")):                        ExitConflict,
+		coder{}:                                               7,
+	} {
+		if got := ExitCode(err); got != want {
+			t.Errorf("ExitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+}
+
+type coder struct{}
+
+func (coder) Error() string { return "coded" }
+func (coder) ExitCode() int { return 7 }

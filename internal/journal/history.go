@@ -1,0 +1,178 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+const noFollow = syscall.O_NOFOLLOW
+
+// Event types in history.jsonl.
+const (
+	EventBegin = "begin"
+	EventStep  = "step"
+	EventAbort = "abort"
+	EventEnd   = "end"
+)
+
+// Event is one line of history.jsonl.
+type Event struct {
+	Seq      int64     `json:"seq"`
+	Time     time.Time `json:"time"`
+	TxnID    string    `json:"txn"`
+	Type     string    `json:"type"`
+	Phase    Phase     `json:"phase,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Strategy Strategy  `json:"strategy,omitempty"`
+	Target   string    `json:"target,omitempty"`
+}
+
+// History is history.jsonl as read.
+type History struct {
+	Events []Event
+	// Torn is the last line when a crash cut it mid-append (no newline, or
+	// not JSON); it is ignored, and the next mutating command removes it.
+	Torn []byte
+	// ValidBytes is the length of the complete lines.
+	ValidBytes int64
+}
+
+// Last returns the last complete event, or nil.
+func (h *History) Last() *Event {
+	if len(h.Events) == 0 {
+		return nil
+	}
+	return &h.Events[len(h.Events)-1]
+}
+
+// ReadHistory reads history.jsonl. A missing file is an empty history.
+func ReadHistory(p string) (*History, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &History{}, nil
+	}
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	h, err := ParseHistory(b)
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	return h, nil
+}
+
+// ParseHistory parses history.jsonl content: complete lines must be events
+// in strictly increasing sequence; only the last line may be torn.
+func ParseHistory(b []byte) (*History, error) {
+	h := &History{}
+	var off int64
+	line := 0
+	for len(b) > 0 {
+		line++
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			h.Torn = b
+			break
+		}
+		raw := b[:i]
+		var ev Event
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil || dec.More() {
+			if len(b) == i+1 && !json.Valid(raw) {
+				// The last line is complete but not JSON: a torn write
+				// that happened to end in a newline byte.
+				h.Torn = raw
+				break
+			}
+			return nil, fmt.Errorf("line %d is not a journal event: %q", line, truncate(string(raw), 120))
+		}
+		if ev.Seq < 1 || ev.TxnID == "" || ev.Type == "" {
+			return nil, fmt.Errorf("line %d: event without seq, txn or type", line)
+		}
+		if l := h.Last(); l != nil && ev.Seq <= l.Seq {
+			return nil, fmt.Errorf("line %d: seq %d does not follow %d", line, ev.Seq, l.Seq)
+		}
+		h.Events = append(h.Events, ev)
+		off += int64(i + 1)
+		b = b[i+1:]
+	}
+	h.ValidBytes = off
+	return h, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// appendEvent appends one line and fsyncs it. A torn tail left by a crash
+// is cut first, so that a complete line never follows a broken one.
+func appendEvent(p string, ev Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	h, err := ReadHistory(p)
+	if err != nil {
+		return err
+	}
+	if h.Torn != nil {
+		if err := truncateTo(p, h.ValidBytes); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|noFollow, state.FileMode)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", p, err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("appending to %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return state.SyncDir(dirOf(p))
+}
+
+func truncateTo(p string, n int64) error {
+	if err := os.Truncate(p, n); err != nil {
+		return fmt.Errorf("removing the torn tail of %s: %w", p, err)
+	}
+	return nil
+}
+
+func dirOf(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "."
+}
+
+func readAllLimit(r io.Reader, n int64) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, n))
+}

@@ -1,0 +1,481 @@
+// Package journal is the crash-safe record of the one update transaction a
+// site may have open: its phases, their times and attempts, and the history
+// of every transition. Every write is atomic; a crash at any instant leaves
+// the state before or after that write, and the next command repairs the
+// audit log to match.
+package journal
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// File names under the state dir.
+const (
+	Dir             = "journal"
+	TransactionFile = "transaction.json"
+	HistoryFile     = "history.jsonl"
+	// MaxTransactionSize caps transaction.json.
+	MaxTransactionSize = 1 << 20
+)
+
+// API identity of the transaction record.
+const (
+	APIVersion      = "kubectl-bundle.dev/v1alpha1"
+	KindTransaction = "Transaction"
+)
+
+// Step statuses.
+const (
+	StatusStarted = "started"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// Step is one phase's record: when it started and ended, how often it was
+// tried, and how the last try ended.
+type Step struct {
+	Phase     Phase      `json:"phase"`
+	Status    string     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	StartedAt time.Time  `json:"startedAt"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Slots names the environments a transaction involves.
+type Slots struct {
+	Active    string `json:"active,omitempty"`
+	Candidate string `json:"candidate,omitempty"`
+}
+
+// Transaction is journal/transaction.json.
+type Transaction struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	ID         string    `json:"id"`
+	Strategy   Strategy  `json:"strategy"`
+	Target     string    `json:"target"`
+	Package    string    `json:"package,omitempty"`
+	Fallback   string    `json:"fallback,omitempty"`
+	Slots      Slots     `json:"slots"`
+	Phase      Phase     `json:"phase"`
+	Status     string    `json:"status"`
+	Steps      []Step    `json:"steps"`
+	LastError  string    `json:"lastError,omitempty"`
+	Seq        int64     `json:"seq"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	// LastEvent is the history line of the last write: if a crash lost it
+	// from history.jsonl, the next mutating command appends it.
+	LastEvent Event `json:"lastEvent"`
+}
+
+// Step returns the record of phase p, if it was ever started.
+func (t *Transaction) Step(p Phase) *Step {
+	for i := range t.Steps {
+		if t.Steps[i].Phase == p {
+			return &t.Steps[i]
+		}
+	}
+	return nil
+}
+
+// ConflictError is a refused operation (exit 4): a second begin, an illegal
+// transition, an unsafe abort.
+type ConflictError struct {
+	Msg string
+}
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// ExitCode makes a conflict exit 4.
+func (e *ConflictError) ExitCode() int { return 4 }
+
+// CorruptError says a journal file cannot be read. It is never reported as
+// "no transaction".
+type CorruptError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
+}
+
+// ExitCode makes a corrupt journal an environment error.
+func (e *CorruptError) ExitCode() int { return 3 }
+
+// Journal reads and writes the journal in one state dir. Mutating methods
+// require the caller to hold the state lock for its whole run.
+type Journal struct {
+	dir *state.Dir
+	now func() time.Time
+}
+
+// New returns the journal of a state dir.
+func New(d *state.Dir) *Journal {
+	return &Journal{dir: d, now: func() time.Time { return time.Now().UTC() }}
+}
+
+func (j *Journal) txnPath() string  { return j.dir.Join(Dir, TransactionFile) }
+func (j *Journal) histPath() string { return j.dir.Join(Dir, HistoryFile) }
+
+// ParseTransaction parses and validates transaction.json.
+func ParseTransaction(b []byte) (*Transaction, error) {
+	if len(b) > MaxTransactionSize {
+		return nil, fmt.Errorf("%d bytes, over the %d byte limit", len(b), MaxTransactionSize)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var t Transaction
+	if err := dec.Decode(&t); err != nil {
+		return nil, fmt.Errorf("parsing: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the JSON object")
+	}
+	if t.APIVersion != APIVersion || t.Kind != KindTransaction {
+		return nil, fmt.Errorf("apiVersion/kind %q/%q, want %q/%q", t.APIVersion, t.Kind, APIVersion, KindTransaction)
+	}
+	if t.ID == "" || t.Seq < 1 {
+		return nil, fmt.Errorf("missing id or seq")
+	}
+	if _, err := ParseStrategy(string(t.Strategy)); err != nil {
+		return nil, err
+	}
+	if _, err := ParsePhase(t.Strategy, string(t.Phase)); err != nil {
+		return nil, err
+	}
+	switch t.Status {
+	case StatusStarted, StatusDone, StatusFailed:
+	default:
+		return nil, fmt.Errorf("status %q is not started, done or failed", t.Status)
+	}
+	if len(t.Steps) == 0 || t.Steps[len(t.Steps)-1].Phase != t.Phase {
+		return nil, fmt.Errorf("the steps do not end in the current phase %s", t.Phase)
+	}
+	return &t, nil
+}
+
+// Load returns the open transaction, or nil when none is open. A
+// transaction whose end reached the history but whose file a crash left
+// behind counts as ended.
+func (j *Journal) Load() (*Transaction, error) {
+	t, err := j.loadFile()
+	if err != nil || t == nil {
+		return t, err
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		return nil, err
+	}
+	if last := h.Last(); last != nil && last.Seq > t.Seq && last.TxnID == t.ID && last.Type == EventEnd {
+		return nil, nil
+	}
+	return t, nil
+}
+
+func (j *Journal) loadFile() (*Transaction, error) {
+	p := j.txnPath()
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	defer f.Close()
+	b, err := readAllLimit(f, MaxTransactionSize+1)
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	t, err := ParseTransaction(b)
+	if err != nil {
+		return nil, &CorruptError{Path: p, Err: err}
+	}
+	return t, nil
+}
+
+// Repair reconciles the transaction file and the history after a crash
+// between the two writes of one operation. Mutating commands call it first,
+// under the lock.
+func (j *Journal) Repair() (repaired string, err error) {
+	if _, err := j.dir.MkdirAll(Dir); err != nil {
+		return "", err
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		return "", err
+	}
+	if h.Torn != nil {
+		if err := truncateTo(j.histPath(), h.ValidBytes); err != nil {
+			return "", err
+		}
+		repaired = fmt.Sprintf("removed a torn last line from %s (a crash cut it mid-append)", HistoryFile)
+	}
+	t, err := j.loadFile()
+	if err != nil || t == nil {
+		return repaired, err
+	}
+	last := h.Last()
+	switch {
+	case last != nil && last.Seq > t.Seq && last.TxnID == t.ID && last.Type == EventEnd:
+		if err := os.Remove(j.txnPath()); err != nil {
+			return repaired, fmt.Errorf("finishing the end of transaction %s: %w", t.ID, err)
+		}
+		return join(repaired, fmt.Sprintf("finished ending transaction %s (a crash interrupted it)", t.ID)), state.SyncDir(j.dir.Join(Dir))
+	case last == nil || last.Seq < t.Seq:
+		if err := appendEvent(j.histPath(), t.LastEvent); err != nil {
+			return repaired, err
+		}
+		return join(repaired, fmt.Sprintf("restored history line %d (a crash lost it)", t.LastEvent.Seq)), nil
+	}
+	return repaired, nil
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// BeginOptions start a transaction.
+type BeginOptions struct {
+	Strategy Strategy
+	Target   string // package digest
+	Package  string // the path the operator named, if any
+	Fallback string
+	Slots    Slots
+}
+
+// Begin opens a transaction. With one already open it fails with a
+// *ConflictError naming it and its next command.
+func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
+	if t, err := j.Load(); err != nil {
+		return nil, err
+	} else if t != nil {
+		n := Next(t)
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s (%s) is already open in phase %s (%s); next: %s",
+			t.ID, t.Strategy, t.Phase, t.Status, n.Command)}
+	}
+	seq, err := j.nextSeq()
+	if err != nil {
+		return nil, err
+	}
+	now := j.now()
+	id := newID(now)
+	t := &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: id, Strategy: o.Strategy, Target: o.Target,
+		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Phase: Begun, Status: StatusDone,
+		Steps:     []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now}},
+		CreatedAt: now}
+	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target}
+	return t, j.commit(t, seq, ev)
+}
+
+func (j *Journal) nextSeq() (int64, error) {
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		return 0, err
+	}
+	if l := h.Last(); l != nil {
+		return l.Seq + 1, nil
+	}
+	return 1, nil
+}
+
+// commit writes one transition: transaction.json first (the authority),
+// then its history line.
+func (j *Journal) commit(t *Transaction, seq int64, ev Event) error {
+	now := j.now()
+	ev.Seq, ev.Time, ev.TxnID = seq, now, t.ID
+	t.Seq, t.UpdatedAt, t.LastEvent = seq, now, ev
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := j.dir.MkdirAll(Dir); err != nil {
+		return err
+	}
+	state.CrashPoint("journal:before-transaction")
+	if err := state.WriteFile(j.txnPath(), append(b, '\n')); err != nil {
+		return err
+	}
+	state.CrashPoint("journal:before-history")
+	if err := appendEvent(j.histPath(), ev); err != nil {
+		return err
+	}
+	state.CrashPoint("journal:after-history")
+	return nil
+}
+
+func (j *Journal) open() (*Transaction, error) {
+	t, err := j.Load()
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, &ConflictError{Msg: "no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"}
+	}
+	return t, nil
+}
+
+// Legal returns the phases that may be started next.
+func Legal(t *Transaction) []Phase {
+	var out []Phase
+	if IsFinal(t.Phase) {
+		return nil
+	}
+	if t.Status != StatusDone {
+		out = append(out, t.Phase) // a step started but not finished is redone
+		for _, p := range transitions[t.Strategy][t.Phase] {
+			if recovery[p] {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return append(out, transitions[t.Strategy][t.Phase]...)
+}
+
+// Start records that phase p started. Starting the current phase again is
+// a retry (attempts grows); anything else must be a legal next phase.
+func (j *Journal) Start(p Phase) (*Transaction, error) {
+	t, err := j.open()
+	if err != nil {
+		return nil, err
+	}
+	if t.Phase == p && t.Status == StatusDone && !IsFinal(p) {
+		return t, nil // already done: idempotent for a resumed script
+	}
+	if !slices.Contains(Legal(t), p) {
+		return nil, j.illegal(t, "start", p)
+	}
+	now := j.now()
+	if s := t.Step(p); s != nil && t.Phase == p {
+		s.Status, s.Attempts, s.StartedAt, s.EndedAt, s.Error = StatusStarted, s.Attempts+1, now, nil, ""
+	} else {
+		t.Steps = append(t.Steps, Step{Phase: p, Status: StatusStarted, Attempts: 1, StartedAt: now})
+	}
+	t.Phase, t.Status = p, StatusStarted
+	if IsFinal(p) {
+		t.Steps[len(t.Steps)-1].Status, t.Status = StatusDone, StatusDone
+		t.Steps[len(t.Steps)-1].EndedAt = &now
+	}
+	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: t.Status})
+}
+
+// Done records that the current phase p finished.
+func (j *Journal) Done(p Phase) (*Transaction, error) {
+	return j.finishStep(p, StatusDone, "")
+}
+
+// Fail records that the current phase p failed with msg.
+func (j *Journal) Fail(p Phase, msg string) (*Transaction, error) {
+	if msg == "" {
+		msg = "failed"
+	}
+	return j.finishStep(p, StatusFailed, msg)
+}
+
+func (j *Journal) finishStep(p Phase, status, msg string) (*Transaction, error) {
+	t, err := j.open()
+	if err != nil {
+		return nil, err
+	}
+	if t.Phase != p {
+		return nil, j.illegal(t, status, p)
+	}
+	if t.Status == status && status == StatusDone {
+		return t, nil
+	}
+	if t.Status != StatusStarted {
+		return nil, &ConflictError{Msg: fmt.Sprintf("%s is %s, not started: it cannot be marked %s; legal next: %s",
+			p, t.Status, status, phaseList(Legal(t)))}
+	}
+	now := j.now()
+	s := t.Step(p)
+	s.Status, s.EndedAt, s.Error = status, &now, msg
+	t.Status = status
+	if msg != "" {
+		t.LastError = fmt.Sprintf("%s: %s", p, msg)
+	}
+	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: status, Error: msg})
+}
+
+func (j *Journal) illegal(t *Transaction, verb string, p Phase) error {
+	return &ConflictError{Msg: fmt.Sprintf("cannot %s %s: transaction %s (%s) is in %s (%s); legal next: %s",
+		verb, p, t.ID, t.Strategy, t.Phase, t.Status, phaseList(Legal(t)))}
+}
+
+func phaseList(ps []Phase) string {
+	if len(ps) == 0 {
+		return "none (the transaction is final: kubectl bundle-journal end)"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Abort records ABORTED where the strategy says aborting is safe, and
+// returns the cleanup the operator must still run.
+func (j *Journal) Abort() (*Transaction, []string, error) {
+	t, err := j.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.Phase == Aborted {
+		return t, Cleanup(t), nil
+	}
+	if ok, why := abortable(t.Strategy, t.Phase); !ok {
+		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, Next(t).Command)}
+	}
+	cleanup := Cleanup(t)
+	now := j.now()
+	t.Steps = append(t.Steps, Step{Phase: Aborted, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now})
+	t.Phase, t.Status = Aborted, StatusDone
+	return t, cleanup, j.commit(t, t.Seq+1, Event{Type: EventAbort, Phase: Aborted, Status: StatusDone})
+}
+
+// End closes a transaction that reached a final phase.
+func (j *Journal) End() (*Transaction, error) {
+	t, err := j.open()
+	if err != nil {
+		return nil, err
+	}
+	if !IsFinal(t.Phase) {
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
+	}
+	seq := t.Seq + 1
+	ev := Event{Type: EventEnd, Phase: t.Phase, Status: StatusDone, Seq: seq, Time: j.now(), TxnID: t.ID}
+	// History first: once the end line is there the transaction is over,
+	// and a crash before the removal is finished by the next command.
+	state.CrashPoint("journal:before-end")
+	if err := appendEvent(j.histPath(), ev); err != nil {
+		return nil, err
+	}
+	state.CrashPoint("journal:before-remove")
+	if err := os.Remove(j.txnPath()); err != nil {
+		return nil, fmt.Errorf("removing %s: %w", j.txnPath(), err)
+	}
+	return t, state.SyncDir(j.dir.Join(Dir))
+}
+
+func newID(now time.Time) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return now.Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}

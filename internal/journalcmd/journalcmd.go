@@ -1,0 +1,412 @@
+// Package journalcmd is the kubectl-bundle-journal command: begin, status,
+// log, step, abort and end over the journal library.
+package journalcmd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
+)
+
+const description = `The crash-safe record of the one update transaction a site may have open.
+Every orchestrator step is recorded here before and after it runs, so that
+after a crash, power loss or killed shell, status says exactly what happened
+and the one command to run next (re-running the strategy's script resumes it).
+
+Phases per strategy:
+  blue-green  BEGUN VERIFIED PROVISIONING PROVISIONED HEALTHY SWITCHED SOAKING ACCEPTED RETIRED
+              failure before SWITCHED: DESTROYING ROLLED_BACK; revert while soaking: SWITCHED_BACK DESTROYING ROLLED_BACK
+  in-place    BEGUN VERIFIED DEPLOYING HEALTHY COMMITTED; failure: RESTORING RESTORED
+  recreate    BEGUN VERIFIED TEARDOWN BUILDING HEALTHY COMMITTED; failure: BUILDING_FALLBACK RESTORED
+
+Exit codes: 0 ok, 2 usage, 3 state dir unreadable or I/O, 4 conflict (another
+command holds the lock, a transaction is already open, an illegal transition
+or an unsafe abort; the message names the legal next steps).`
+
+// Command builds kubectl-bundle-journal.
+func Command(streams kcli.IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:            "kubectl-bundle-journal",
+		Usage:           "the crash-safe transaction record: begin / status / log / step / abort / end",
+		Description:     description,
+		Version:         kcli.ToolVersion(),
+		Reader:          streams.In,
+		Writer:          streams.Out,
+		ErrWriter:       streams.ErrOut,
+		Flags:           kcli.CommonFlags(),
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{
+				Name:      "begin",
+				Usage:     "open a transaction (one at a time)",
+				ArgsUsage: " ",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "strategy", Usage: "in-place, blue-green or recreate", Required: true},
+					&cli.StringFlag{Name: "package", Usage: "the target package: a path (its sha256 is taken) or a sha256 digest", Required: true},
+					&cli.StringFlag{Name: "fallback", Usage: "the known-good package digest to return to (default: the state dir's current pointer)"},
+					&cli.StringFlag{Name: "active", Usage: "the active slot (blue-green)"},
+					&cli.StringFlag{Name: "candidate", Usage: "the candidate slot (blue-green)"},
+				},
+				Action: func(ctx context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
+			},
+			{
+				Name:   "status",
+				Usage:  "what happened, where it stands, and the next command (exit 0 with none open)",
+				Action: func(ctx context.Context, cmd *cli.Command) error { return status(streams, cmd) },
+			},
+			{
+				Name:  "log",
+				Usage: "the history of every transition, across transactions",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "since", Usage: "only events newer than this (e.g. 24h)"},
+				},
+				Action: func(ctx context.Context, cmd *cli.Command) error { return logCmd(streams, cmd) },
+			},
+			{
+				Name:      "step",
+				Usage:     "record that a phase started, is done, or failed (what the orchestrators call)",
+				ArgsUsage: "PHASE started|done|failed",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "error", Usage: "what went wrong (with failed)"},
+				},
+				Action: func(ctx context.Context, cmd *cli.Command) error { return step(streams, cmd) },
+			},
+			{
+				Name:   "abort",
+				Usage:  "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
+				Action: func(ctx context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
+			},
+			{
+				Name:   "end",
+				Usage:  "close a transaction that reached a final phase",
+				Action: func(ctx context.Context, cmd *cli.Command) error { return end(streams, cmd) },
+			},
+		},
+	}
+}
+
+// Main runs the command with args (os.Args form) and returns the exit code.
+func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
+	return kcli.RunCommand(ctx, streams, Command(streams), args)
+}
+
+// session is an opened state dir, locked when the command mutates.
+type session struct {
+	common *kcli.Common
+	dir    *state.Dir
+	j      *journal.Journal
+	lock   *state.Lock
+}
+
+func openSession(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return nil, err
+	}
+	d, err := state.Open(common.StateDir)
+	if err != nil {
+		return nil, kcli.Environment(err)
+	}
+	s := &session{common: common, dir: d, j: journal.New(d)}
+	if mutate {
+		if s.lock, err = d.Lock(); err != nil {
+			// Name what the holder is working on, when the journal says.
+			if t, lerr := s.j.Load(); lerr == nil && t != nil {
+				return nil, kcli.Conflict(fmt.Errorf("%w; transaction %s (%s) is open in phase %s (%s)", err, t.ID, t.Strategy, t.Phase, t.Status))
+			}
+			return nil, err
+		}
+		note, err := s.j.Repair()
+		if err != nil {
+			s.lock.Unlock()
+			return nil, err
+		}
+		if note != "" && !common.Quiet {
+			fmt.Fprintf(streams.ErrOut, "journal: %s\n", note)
+		}
+	}
+	return s, nil
+}
+
+func (s *session) close() {
+	if s.lock != nil {
+		s.lock.Unlock()
+	}
+}
+
+func begin(streams kcli.IOStreams, cmd *cli.Command) error {
+	st, err := journal.ParseStrategy(cmd.String("strategy"))
+	if err != nil {
+		return kcli.Usage("%v", err)
+	}
+	pkg := cmd.String("package")
+	digest, path, err := resolvePackage(pkg)
+	if err != nil {
+		return err
+	}
+	s, err := openSession(streams, cmd, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	fallback := cmd.String("fallback")
+	if fallback == "" {
+		fallback, _ = state.ReadPointer(s.dir.Join("current"))
+	}
+	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback,
+		Slots: journal.Slots{Active: cmd.String("active"), Candidate: cmd.String("candidate")}})
+	if err != nil {
+		return err
+	}
+	return writeTxn(streams, s.common, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
+}
+
+// resolvePackage turns --package into a digest: a sha256 as given, or the
+// sha256 of a file (a split package's .part000 names its own).
+func resolvePackage(arg string) (digest, path string, err error) {
+	d := strings.TrimPrefix(arg, "sha256:")
+	if len(d) == 64 && strings.Trim(d, "0123456789abcdef") == "" {
+		if _, statErr := os.Stat(arg); statErr != nil {
+			return d, "", nil
+		}
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return "", "", kcli.Usage("--package %q is neither a sha256 digest nor a readable file: %v", arg, err)
+	}
+	defer f.Close()
+	if strings.HasSuffix(arg, ".part000") {
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		if err != nil {
+			return "", "", kcli.Environment(err)
+		}
+		m, err := verify.ParseSplitMetadata(b)
+		if err != nil {
+			return "", "", kcli.Usage("--package %s: %v", arg, err)
+		}
+		return m.Sha256Sum, arg, nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", "", kcli.Environment(fmt.Errorf("hashing %s: %w", arg, err))
+	}
+	return hex.EncodeToString(h.Sum(nil)), arg, nil
+}
+
+// statusView is the JSON of status.
+type statusView struct {
+	APIVersion  string               `json:"apiVersion"`
+	Kind        string               `json:"kind"`
+	Transaction *journal.Transaction `json:"transaction"`
+	Next        *journal.NextStep    `json:"next,omitempty"`
+}
+
+func status(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, false)
+	if err != nil {
+		return err
+	}
+	t, err := s.j.Load()
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t}
+		if t != nil {
+			n := journal.Next(t)
+			v.Next = &n
+		}
+		return kcli.WriteJSON(streams.Out, v)
+	}
+	if t == nil {
+		fmt.Fprintln(streams.Out, "no transaction in progress")
+		return nil
+	}
+	return writeText(streams.Out, t)
+}
+
+func writeText(w io.Writer, t *journal.Transaction) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "transaction %s (%s), since %s\n", t.ID, t.Strategy, t.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(&b, "target    %s\n", t.Target)
+	if t.Package != "" {
+		fmt.Fprintf(&b, "package   %s\n", t.Package)
+	}
+	if t.Fallback != "" {
+		fmt.Fprintf(&b, "fallback  %s\n", t.Fallback)
+	}
+	if t.Slots.Active != "" || t.Slots.Candidate != "" {
+		fmt.Fprintf(&b, "slots     active %s, candidate %s\n", dash(t.Slots.Active), dash(t.Slots.Candidate))
+	}
+	cur := t.Step(t.Phase)
+	fmt.Fprintf(&b, "phase     %s (%s, attempt %d)\n", t.Phase, t.Status, cur.Attempts)
+	for _, st := range t.Steps {
+		end := ""
+		if st.EndedAt != nil {
+			end = fmt.Sprintf(" -> %s (%s)", st.EndedAt.Format(time.RFC3339), st.EndedAt.Sub(st.StartedAt).Round(time.Millisecond))
+		}
+		fmt.Fprintf(&b, "  %-18s %-8s attempts %d  %s%s\n", st.Phase, st.Status, st.Attempts, st.StartedAt.Format(time.RFC3339), end)
+		if st.Error != "" {
+			fmt.Fprintf(&b, "  %-18s error: %s\n", "", st.Error)
+		}
+	}
+	if t.LastError != "" {
+		fmt.Fprintf(&b, "last error: %s\n", t.LastError)
+	}
+	n := journal.Next(t)
+	fmt.Fprintf(&b, "next: %s\n  (%s)\n", n.Command, n.Why)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeTxn(streams kcli.IOStreams, common *kcli.Common, t *journal.Transaction, msg string) error {
+	if common.Output == kcli.OutputJSON {
+		n := journal.Next(t)
+		return kcli.WriteJSON(streams.Out, statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: &n})
+	}
+	if common.Quiet {
+		return nil
+	}
+	n := journal.Next(t)
+	_, err := fmt.Fprintf(streams.Out, "%s\nphase: %s (%s)\nnext: %s\n", msg, t.Phase, t.Status, n.Command)
+	return err
+}
+
+func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, false)
+	if err != nil {
+		return err
+	}
+	h, err := journal.ReadHistory(s.dir.Join(journal.Dir, journal.HistoryFile))
+	if err != nil {
+		return err
+	}
+	if h.Torn != nil && !s.common.Quiet {
+		fmt.Fprintf(streams.ErrOut, "warning: the last line of %s is torn (a crash cut it mid-append) and is ignored; the next journal command removes it\n", journal.HistoryFile)
+	}
+	events := h.Events
+	if since := cmd.Duration("since"); since > 0 {
+		cut := time.Now().Add(-since)
+		var keep []journal.Event
+		for _, e := range events {
+			if !e.Time.Before(cut) {
+				keep = append(keep, e)
+			}
+		}
+		events = keep
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if events == nil {
+			events = []journal.Event{}
+		}
+		return kcli.WriteJSON(streams.Out, events)
+	}
+	for _, e := range events {
+		line := fmt.Sprintf("%s  #%-4d %s  %-6s %s", e.Time.Format(time.RFC3339), e.Seq, e.TxnID, e.Type, e.Phase)
+		if e.Status != "" && e.Type == journal.EventStep {
+			line += " " + e.Status
+		}
+		if e.Type == journal.EventBegin {
+			line += fmt.Sprintf(" %s %s", e.Strategy, e.Target)
+		}
+		if e.Error != "" {
+			line += ": " + e.Error
+		}
+		fmt.Fprintln(streams.Out, line)
+	}
+	return nil
+}
+
+func step(streams kcli.IOStreams, cmd *cli.Command) error {
+	if cmd.NArg() != 2 {
+		return kcli.Usage("want PHASE and one of started, done, failed (see --help)")
+	}
+	s, err := openSession(streams, cmd, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t, err := s.j.Load()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return kcli.Conflict(fmt.Errorf("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
+	}
+	p, err := journal.ParsePhase(t.Strategy, strings.ToUpper(cmd.Args().Get(0)))
+	if err != nil {
+		return kcli.Usage("%v", err)
+	}
+	switch cmd.Args().Get(1) {
+	case journal.StatusStarted:
+		t, err = s.j.Start(p)
+	case journal.StatusDone:
+		t, err = s.j.Done(p)
+	case journal.StatusFailed:
+		t, err = s.j.Fail(p, cmd.String("error"))
+	default:
+		return kcli.Usage("%q: want started, done or failed", cmd.Args().Get(1))
+	}
+	if err != nil {
+		return err
+	}
+	return writeTxn(streams, s.common, t, fmt.Sprintf("recorded %s %s", p, cmd.Args().Get(1)))
+}
+
+func abort(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t, cleanup, err := s.j.Abort()
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(streams.Out, map[string]any{"transaction": t, "cleanup": cleanup})
+	}
+	fmt.Fprintf(streams.Out, "aborted transaction %s (%s)\nstill to run:\n", t.ID, t.Strategy)
+	for _, c := range cleanup {
+		fmt.Fprintf(streams.Out, "  %s\n", c)
+	}
+	return nil
+}
+
+func end(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	t, err := s.j.End()
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(streams.Out, map[string]any{"ended": t.ID, "phase": t.Phase})
+	}
+	if !s.common.Quiet {
+		fmt.Fprintf(streams.Out, "ended transaction %s in %s\n", t.ID, t.Phase)
+	}
+	return nil
+}
