@@ -6,7 +6,7 @@ GO        ?= go
 PREFIX    ?= $(HOME)/.local/bin
 BIN       := $(CURDIR)/bin
 TESTBIN   := $(BIN)/testbin
-PLUGINS   := verify
+PLUGINS   := verify journal
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS   := -s -w -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Version=$(VERSION)
 # The real zarf the tests and the benchmark run: pinned in hack/tools/go.mod.
@@ -52,9 +52,11 @@ unit:
 
 ## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
 fuzz:
-	@for t in FuzzParseChecksums FuzzParseZarfYAML FuzzReadArchive FuzzCheckSyftJSON FuzzParseSplitMetadata FuzzSignatureBundle; do \
-	  echo "fuzzing $$t for $(FUZZTIME)"; \
-	  $(GO) test ./internal/verify -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) >/dev/null || { $(GO) test ./internal/verify -run '^$$' -fuzz "^$$t$$" -fuzztime 1x; exit 1; }; \
+	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
+	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle journal:FuzzParseTransaction journal:FuzzParseHistory; do \
+	  pkg=./internal/$${t%%:*}; fn=$${t#*:}; \
+	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \
+	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \
 	done
 
 ## install: both spellings of every plugin into PREFIX (default ~/.local/bin)
