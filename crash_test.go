@@ -1,6 +1,7 @@
 package kubectlbundle_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -155,27 +156,36 @@ func TestStageCrashAtEveryWritePoint(t *testing.T) {
 // TestStageCrashAtRandomInstants kills --stage at random moments.
 func TestStageCrashAtRandomInstants(t *testing.T) {
 	pkg := crashPackage(t)
-	stateDir := filepath.Join(t.TempDir(), "state")
-	// Measure one whole run to aim the kills inside it.
+	killAtRandom(t, 20, func(dir string) *exec.Cmd { return runStage(t, dir, pkg, "") }, func(dir string, _ []byte) {
+		checkStaged(t, dir)
+		finishAndCheck(t, dir, pkg)
+	})
+}
+
+// killAtRandom times one whole run of the command newCmd makes, then runs it
+// again and again, killing it with SIGKILL at a random instant within that
+// time, and hands the state dir and its stdout so far to check.
+func killAtRandom(t *testing.T, runs int, newCmd func(stateDir string) *exec.Cmd, check func(stateDir string, stdout []byte)) {
+	t.Helper()
 	start := time.Now()
-	if out, err := runStage(t, stateDir, pkg, "").CombinedOutput(); err != nil {
+	if out, err := newCmd(filepath.Join(t.TempDir(), "state")).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	full := time.Since(start)
-	runs := 20
 	if testing.Short() {
-		runs = 5
+		runs /= 4
 	}
 	for i := 0; i < runs; i++ {
-		stateDir := filepath.Join(t.TempDir(), "state")
-		cmd := runStage(t, stateDir, pkg, "")
+		dir := filepath.Join(t.TempDir(), "state")
+		cmd := newCmd(dir)
+		var out bytes.Buffer
+		cmd.Stdout = &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(full))))
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
-		checkStaged(t, stateDir)
-		finishAndCheck(t, stateDir, pkg)
+		check(dir, out.Bytes())
 	}
 }

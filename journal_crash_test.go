@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -239,33 +237,14 @@ func TestJournalCrashAtEveryWritePoint(t *testing.T) {
 // TestJournalCrashAtRandomInstants kills the child at random moments.
 func TestJournalCrashAtRandomInstants(t *testing.T) {
 	snaps := reference(t)
-	start := time.Now()
-	if err := runJournalScript(filepath.Join(t.TempDir(), "state"), 0, "").Run(); err != nil {
-		t.Fatal(err)
-	}
-	full := time.Since(start)
-	runs := 40
-	if testing.Short() {
-		runs = 10
-	}
-	for i := 0; i < runs; i++ {
-		dir := filepath.Join(t.TempDir(), "state")
-		cmd := runJournalScript(dir, 0, "")
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(rand.Int64N(int64(full))))
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		k := completedOps(out.Bytes())
+	killAtRandom(t, 40, func(dir string) *exec.Cmd { return runJournalScript(dir, 0, "") }, func(dir string, out []byte) {
+		k := completedOps(out)
 		if k == len(journalOps) {
-			continue
+			return
 		}
 		resume := checkAfterCrash(t, dir, k, snaps)
 		finishJournal(t, dir, resume, snaps)
-	}
+	})
 }
 
 // TestJournalBeginRace: N processes begin at once; exactly one wins and the

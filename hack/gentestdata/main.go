@@ -245,41 +245,23 @@ func tamper(kind, in, out string) error {
 		m := a.Get("zarf.yaml")
 		m.Data = bytes.Replace(m.Data, []byte("description: "), []byte("description: TAMPERED "), 1)
 	case "sbom-invalid":
-		sb := a.Get("sboms.tar")
-		t, err := testpkg.Read(sb.Data)
-		if err != nil {
-			return err
-		}
-		for _, m := range t.Members {
-			if strings.HasSuffix(m.Header.Name, ".json") {
-				m.Data = []byte(`{"artifacts": "not an array"}`)
-				break
+		err = editSBOMs(a, func(t *testpkg.Archive) {
+			for _, m := range t.Members {
+				if strings.HasSuffix(m.Header.Name, ".json") {
+					m.Data = []byte(`{"artifacts": "not an array"}`)
+					return
+				}
 			}
-		}
-		if sb.Data, err = t.Bytes(); err != nil {
-			return err
-		}
-		if err := a.Rechecksum("sboms.tar"); err != nil {
-			return err
-		}
+		})
 	case "sbom-missing-image":
-		sb := a.Get("sboms.tar")
-		t, err := testpkg.Read(sb.Data)
-		if err != nil {
-			return err
-		}
-		for _, m := range t.Members {
-			if strings.HasSuffix(m.Header.Name, ".json") && !strings.HasPrefix(m.Header.Name, "zarf-component-") {
-				t.Remove(m.Header.Name)
-				break
+		err = editSBOMs(a, func(t *testpkg.Archive) {
+			for _, m := range t.Members {
+				if strings.HasSuffix(m.Header.Name, ".json") && !strings.HasPrefix(m.Header.Name, "zarf-component-") {
+					t.Remove(m.Header.Name)
+					return
+				}
 			}
-		}
-		if sb.Data, err = t.Bytes(); err != nil {
-			return err
-		}
-		if err := a.Rechecksum("sboms.tar"); err != nil {
-			return err
-		}
+		})
 	case "sbom-absent":
 		a.Remove("sboms.tar")
 		cs := a.Get("checksums.txt")
@@ -296,7 +278,25 @@ func tamper(kind, in, out string) error {
 	default:
 		return fmt.Errorf("unknown tamper kind %q", kind)
 	}
+	if err != nil {
+		return err
+	}
 	return a.WriteFile(out)
+}
+
+// editSBOMs rewrites the nested sboms.tar with edit and makes the outer
+// checksums consistent again, so that only the SBOM check can fail.
+func editSBOMs(a *testpkg.Archive, edit func(*testpkg.Archive)) error {
+	sb := a.Get("sboms.tar")
+	t, err := testpkg.Read(sb.Data)
+	if err != nil {
+		return err
+	}
+	edit(t)
+	if sb.Data, err = t.Bytes(); err != nil {
+		return err
+	}
+	return a.Rechecksum("sboms.tar")
 }
 
 func firstComponent(a *testpkg.Archive) *testpkg.Member {
