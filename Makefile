@@ -10,7 +10,7 @@ PLUGINS   := verify journal
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS   := -s -w -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Version=$(VERSION)
 # The real zarf the tests and the benchmark run: pinned in hack/tools/go.mod.
-ZARF_VERSION := $(shell awk '$$1=="github.com/zarf-dev/zarf" {print $$2; exit}' hack/tools/go.mod)
+ZARF_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/zarf-dev/zarf") {print $$(i+1); exit}}' hack/tools/go.mod)
 ZARF_STAMP   := $(TESTBIN)/.zarf-$(ZARF_VERSION)-$(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
@@ -38,6 +38,7 @@ $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && CGO_ENABLED=0 $(GO) build -trimpath \
 	  -ldflags "-s -w -X github.com/zarf-dev/zarf/src/config.CLIVersion=$(ZARF_VERSION)" \
 	  -o $(TESTBIN)/zarf github.com/zarf-dev/zarf
+	@test "$$($(TESTBIN)/zarf version)" = "$(ZARF_VERSION)" || { echo "built zarf does not report $(ZARF_VERSION)" >&2; exit 1; }
 	@rm -f $(TESTBIN)/.zarf-*
 	@touch $@
 
