@@ -188,6 +188,14 @@ func FuzzParseTransaction(f *testing.F) {
 	f.Add([]byte(`null`))
 	_ = txn
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Through the front door: whatever is in transaction.json, Load
+		// returns a transaction or an error, never "none open".
+		if err := os.WriteFile(j.txnPath(), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := j.Load(); got == nil && err == nil {
+			t.Fatal("a transaction file read as no transaction")
+		}
 		txn, err := ParseTransaction(b)
 		if err != nil {
 			if err.Error() == "" {
