@@ -99,3 +99,19 @@ func TestLock(t *testing.T) {
 	}
 	l2.Unlock()
 }
+
+func TestOpenRefusesAnotherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a directory to another user")
+	}
+	dir := filepath.Join(t.TempDir(), "s")
+	os.Mkdir(dir, 0o700)
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir)
+	var pe *PermissionError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "is owned by uid 65534, not by you") {
+		t.Fatalf("%v", err)
+	}
+}
