@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/kubectl-bundle/kubectl-bundle/internal/testpkg"
 )
 
 // benchPackage writes a package with size bytes of incompressible data,
@@ -79,5 +77,3 @@ func BenchmarkVerify(b *testing.B) {
 	b.ReportMetric(float64(verify)/float64(floor), "x-sha256-pass")
 	b.ReportMetric(float64(fi.Size())/verify.Seconds()*float64(b.N)/1e6, "verify-MB/s")
 }
-
-var _ = testpkg.SHA256
