@@ -140,6 +140,7 @@ func (r *Report) FirstFailure() (Check, bool) {
 
 func (r *Report) finish(start time.Time) {
 	r.Seconds = time.Since(start).Seconds()
+	r.VerifiedAt = time.Now().UTC().Format(time.RFC3339)
 	_, failed := r.FirstFailure()
 	r.Verified = !failed
 }
