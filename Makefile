@@ -10,8 +10,11 @@ PLUGINS   := verify journal
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS   := -s -w -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Version=$(VERSION)
 # The real zarf the tests and the benchmark run: pinned in hack/tools/go.mod.
-ZARF_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/zarf-dev/zarf") {print $$(i+1); exit}}' hack/tools/go.mod)
+ZARF_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "github.com/zarf-dev/zarf") {print $$(i+1); exit}}' hack/tools/go.mod)
 ZARF_STAMP   := $(TESTBIN)/.zarf-$(ZARF_VERSION)-$(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | cut -c1-12)
+# The real control plane envtest starts: pinned in hack/tools/kube/go.mod.
+KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k8s.io/kubernetes") {print $$(i+1); exit}}' hack/tools/kube/go.mod)
+KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
 .PHONY: all build demo test unit testbin install uninstall fuzz bench testdata vet lint clean
@@ -30,8 +33,8 @@ build:
 demo: build
 	$(BIN)/kubectl-bundle-verify testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst --key testdata/keys/cosign.pub
 
-## testbin: the real zarf, built from the pinned tools module; rebuilt only when the pin changes
-testbin: $(ZARF_STAMP)
+## testbin: the real zarf, kube-apiserver and etcd, built from the pinned tools modules; rebuilt only when a pin changes
+testbin: $(ZARF_STAMP) $(KUBE_STAMP)
 $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building zarf $(ZARF_VERSION) into $(TESTBIN) (cold: several minutes; cached after)"
@@ -40,6 +43,16 @@ $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 	  -o $(TESTBIN)/zarf github.com/zarf-dev/zarf
 	@test "$$($(TESTBIN)/zarf version)" = "$(ZARF_VERSION)" || { echo "built zarf does not report $(ZARF_VERSION)" >&2; exit 1; }
 	@rm -f $(TESTBIN)/.zarf-*
+	@touch $@
+
+$(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
+	@mkdir -p $(TESTBIN)
+	@echo "building kube-apiserver $(KUBE_VERSION) and etcd into $(TESTBIN) (cold: several minutes; cached after)"
+	cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath \
+	  -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION)))" \
+	  -o $(TESTBIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(TESTBIN)/etcd go.etcd.io/etcd/server/v3
+	@rm -f $(TESTBIN)/.kube-*
 	@touch $@
 
 ## test: everything: vet, unit and testscript suites against the real zarf and kubectl, fuzz seeds, short fuzzing
