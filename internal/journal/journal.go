@@ -42,80 +42,6 @@ const (
 	StatusFailed  = "failed"
 )
 
-// Step is one phase's record: when it started and ended, how often it was
-// tried, and how the last try ended.
-type Step struct {
-	Phase     Phase      `json:"phase"`
-	Status    string     `json:"status"`
-	Attempts  int        `json:"attempts"`
-	StartedAt time.Time  `json:"startedAt"`
-	EndedAt   *time.Time `json:"endedAt,omitempty"`
-	Error     string     `json:"error,omitempty"`
-}
-
-// Slots names the environments a transaction involves.
-type Slots struct {
-	Active    string `json:"active,omitempty"`
-	Candidate string `json:"candidate,omitempty"`
-}
-
-// Transaction is journal/transaction.json.
-type Transaction struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	ID         string    `json:"id"`
-	Strategy   Strategy  `json:"strategy"`
-	Target     string    `json:"target"`
-	Package    string    `json:"package,omitempty"`
-	Fallback   string    `json:"fallback,omitempty"`
-	Slots      Slots     `json:"slots"`
-	Phase      Phase     `json:"phase"`
-	Status     string    `json:"status"`
-	Steps      []Step    `json:"steps"`
-	LastError  string    `json:"lastError,omitempty"`
-	Seq        int64     `json:"seq"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
-	// LastEvent is the history line of the last write: if a crash lost it
-	// from history.jsonl, the next mutating command appends it.
-	LastEvent Event `json:"lastEvent"`
-}
-
-// Step returns the record of phase p, if it was ever started.
-func (t *Transaction) Step(p Phase) *Step {
-	for i := range t.Steps {
-		if t.Steps[i].Phase == p {
-			return &t.Steps[i]
-		}
-	}
-	return nil
-}
-
-// ConflictError is a refused operation (exit 4): a second begin, an illegal
-// transition, an unsafe abort.
-type ConflictError struct {
-	Msg string
-}
-
-func (e *ConflictError) Error() string { return e.Msg }
-
-// ExitCode makes a conflict exit 4.
-func (e *ConflictError) ExitCode() int { return 4 }
-
-// CorruptError says a journal file cannot be read. It is never reported as
-// "no transaction".
-type CorruptError struct {
-	Path string
-	Err  error
-}
-
-func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
-}
-
-// ExitCode makes a corrupt journal an environment error.
-func (e *CorruptError) ExitCode() int { return 3 }
-
 // Journal reads and writes the journal in one state dir. Mutating methods
 // require the caller to hold the state lock for its whole run.
 type Journal struct {
@@ -130,43 +56,6 @@ func New(d *state.Dir) *Journal {
 
 func (j *Journal) txnPath() string  { return j.dir.Join(Dir, TransactionFile) }
 func (j *Journal) histPath() string { return j.dir.Join(Dir, HistoryFile) }
-
-// ParseTransaction parses and validates transaction.json.
-func ParseTransaction(b []byte) (*Transaction, error) {
-	if len(b) > MaxTransactionSize {
-		return nil, fmt.Errorf("%d bytes, over the %d byte limit", len(b), MaxTransactionSize)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	var t Transaction
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("parsing: %w", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the JSON object")
-	}
-	if t.APIVersion != APIVersion || t.Kind != KindTransaction {
-		return nil, fmt.Errorf("apiVersion/kind %q/%q, want %q/%q", t.APIVersion, t.Kind, APIVersion, KindTransaction)
-	}
-	if t.ID == "" || t.Seq < 1 {
-		return nil, fmt.Errorf("missing id or seq")
-	}
-	if _, err := ParseStrategy(string(t.Strategy)); err != nil {
-		return nil, err
-	}
-	if _, err := ParsePhase(t.Strategy, string(t.Phase)); err != nil {
-		return nil, err
-	}
-	switch t.Status {
-	case StatusStarted, StatusDone, StatusFailed:
-	default:
-		return nil, fmt.Errorf("status %q is not started, done or failed", t.Status)
-	}
-	if len(t.Steps) == 0 || t.Steps[len(t.Steps)-1].Phase != t.Phase {
-		return nil, fmt.Errorf("the steps do not end in the current phase %s", t.Phase)
-	}
-	return &t, nil
-}
 
 // Load returns the open transaction, or nil when none is open. A
 // transaction whose end reached the history but whose file a crash left

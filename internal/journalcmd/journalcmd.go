@@ -205,14 +205,6 @@ func resolvePackage(arg string) (digest, path string, err error) {
 	return hex.EncodeToString(h.Sum(nil)), arg, nil
 }
 
-// statusView is the JSON of status.
-type statusView struct {
-	APIVersion  string               `json:"apiVersion"`
-	Kind        string               `json:"kind"`
-	Transaction *journal.Transaction `json:"transaction"`
-	Next        *journal.NextStep    `json:"next,omitempty"`
-}
-
 func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	s, err := openSession(streams, cmd, false)
 	if err != nil {
@@ -235,60 +227,6 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 		return nil
 	}
 	return writeText(streams.Out, t)
-}
-
-func writeText(w io.Writer, t *journal.Transaction) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "transaction %s (%s), since %s\n", t.ID, t.Strategy, t.CreatedAt.Format(time.RFC3339))
-	fmt.Fprintf(&b, "target    %s\n", t.Target)
-	if t.Package != "" {
-		fmt.Fprintf(&b, "package   %s\n", t.Package)
-	}
-	if t.Fallback != "" {
-		fmt.Fprintf(&b, "fallback  %s\n", t.Fallback)
-	}
-	if t.Slots.Active != "" || t.Slots.Candidate != "" {
-		fmt.Fprintf(&b, "slots     active %s, candidate %s\n", dash(t.Slots.Active), dash(t.Slots.Candidate))
-	}
-	cur := t.Step(t.Phase)
-	fmt.Fprintf(&b, "phase     %s (%s, attempt %d)\n", t.Phase, t.Status, cur.Attempts)
-	for _, st := range t.Steps {
-		end := ""
-		if st.EndedAt != nil {
-			end = fmt.Sprintf(" -> %s (%s)", st.EndedAt.Format(time.RFC3339), st.EndedAt.Sub(st.StartedAt).Round(time.Millisecond))
-		}
-		fmt.Fprintf(&b, "  %-18s %-8s attempts %d  %s%s\n", st.Phase, st.Status, st.Attempts, st.StartedAt.Format(time.RFC3339), end)
-		if st.Error != "" {
-			fmt.Fprintf(&b, "  %-18s error: %s\n", "", st.Error)
-		}
-	}
-	if t.LastError != "" {
-		fmt.Fprintf(&b, "last error: %s\n", t.LastError)
-	}
-	n := journal.Next(t)
-	fmt.Fprintf(&b, "next: %s\n  (%s)\n", n.Command, n.Why)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func writeTxn(streams kcli.IOStreams, common *kcli.Common, t *journal.Transaction, msg string) error {
-	if common.Output == kcli.OutputJSON {
-		n := journal.Next(t)
-		return kcli.WriteJSON(streams.Out, statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: &n})
-	}
-	if common.Quiet {
-		return nil
-	}
-	n := journal.Next(t)
-	_, err := fmt.Fprintf(streams.Out, "%s\nphase: %s (%s)\nnext: %s\n", msg, t.Phase, t.Status, n.Command)
-	return err
 }
 
 func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
