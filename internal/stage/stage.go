@@ -71,15 +71,27 @@ func removeLeftovers(pkgs string) error {
 }
 
 // Writer receives the archive's bytes.
-func (s *Stager) Writer() io.Writer { return writebackFile{s.archive} }
+func (s *Stager) Writer() io.Writer { return &writebackFile{File: s.archive} }
 
-// writebackFile starts writeback of the staged copy while it is still being
-// written, so that the fsync at commit waits for the tail, not the whole archive.
-type writebackFile struct{ *os.File }
+// writebackFile writes the staged copy behind the verifier: each window of
+// new data is sent to the disk at once, and the window before it is waited
+// for, so that dirty pages stay bounded and the fsync at commit waits for
+// the last window only, not the whole archive.
+type writebackFile struct {
+	*os.File
+	started, waited int64
+}
 
-// StartWriteback asks the kernel to start writing the first upTo bytes to disk.
-func (f writebackFile) StartWriteback(upTo int64) {
-	_ = unix.SyncFileRange(int(f.Fd()), 0, upTo, unix.SYNC_FILE_RANGE_WRITE)
+// StartWriteback starts writing [started, upTo) and waits for what was
+// started the time before.
+func (f *writebackFile) StartWriteback(upTo int64) {
+	fd := int(f.Fd())
+	if f.started > f.waited {
+		_ = unix.SyncFileRange(fd, f.waited, f.started-f.waited, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+		f.waited = f.started
+	}
+	_ = unix.SyncFileRange(fd, f.started, upTo-f.started, unix.SYNC_FILE_RANGE_WRITE)
+	f.started = upTo
 }
 
 // Abort throws the staging area away.

@@ -32,11 +32,11 @@ func (c *chunk) release() {
 	}
 }
 
-// Syncer is a staging writer that can start writeback early, so that the
+// Syncer is a staging writer that writes behind the verifier, so that the
 // final fsync does not wait for the whole archive to reach the disk.
 type Syncer interface {
 	io.Writer
-	// StartWriteback asks the kernel to begin writing out the first upTo bytes.
+	// StartWriteback is called every writebackEvery bytes with the total written so far.
 	StartWriteback(upTo int64)
 }
 
