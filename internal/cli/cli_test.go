@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProgress(t *testing.T) {
 	var b bytes.Buffer
 	p := NewProgress(&b, "verifying x")
+	// Half of 1 GiB in 2 s: 256 MiB/s, 2 s to go.
+	p.start = time.Now().Add(-2 * time.Second)
 	p.Update(512<<20, 1<<30)
+	if !strings.Contains(b.String(), "256.0 MiB/s  ETA 2s") {
+		t.Errorf("rate or ETA wrong: %q", b.String())
+	}
 	out := b.String()
 	for _, want := range []string{"\rverifying x [", "512.0 MiB / 1.0 GiB", "/s", "ETA "} {
 		if !strings.Contains(out, want) {

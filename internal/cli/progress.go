@@ -44,8 +44,11 @@ func (p *Progress) Update(done, total int64) {
 	}
 	fill := int(frac * width)
 	eta := "--"
-	if rate > 0 && total > done {
-		eta = (time.Duration(float64(total-done)/rate) * time.Second / time.Second).Round(time.Second).String()
+	switch {
+	case total > 0 && done >= total:
+		eta = "0s"
+	case rate > 0 && total > done:
+		eta = time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
 	}
 	fmt.Fprintf(p.w, "\r%s [%s%s] %s / %s  %s/s  ETA %s ", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
 		HumanBytes(done), HumanBytes(total), HumanBytes(int64(rate)), eta)
