@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -154,7 +155,7 @@ func appendEvent(p string, ev Event) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return state.SyncDir(dirOf(p))
+	return state.SyncDir(filepath.Dir(p))
 }
 
 func truncateTo(p string, n int64) error {
@@ -162,15 +163,6 @@ func truncateTo(p string, n int64) error {
 		return fmt.Errorf("removing the torn tail of %s: %w", p, err)
 	}
 	return nil
-}
-
-func dirOf(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return "."
 }
 
 func readAllLimit(r io.Reader, n int64) ([]byte, error) {
