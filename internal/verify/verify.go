@@ -39,6 +39,10 @@ type Options struct {
 	Progress func(read, total int64)
 }
 
+// CopyTo sends the archive's bytes to w during the next Verify: staging
+// writes its copy in the verifying pass.
+func (v *Verifier) CopyTo(w io.Writer) { v.opts.Copy = w }
+
 // Verifier verifies packages with one set of options.
 type Verifier struct {
 	opts Options
@@ -141,25 +145,17 @@ func (v *Verifier) evaluate(r *Report, a *archiveResult) {
 		return
 	}
 	v.checkChecksums(r, a, pkg)
-	st, detail := v.sig.verify(a.control[controlZarfYAML], pkg.Signed, a.controlOrNil(BundleSigName), a.controlOrNil(LegacySigName), r)
-	if err := a.controlErr[BundleSigName]; err != nil {
+	// A signature file over its size cap is a failure before any crypto.
+	// Present members are never nil in control (an empty one is []byte{}).
+	var st Status
+	var detail string
+	if err := errors.Join(a.controlErr[BundleSigName], a.controlErr[LegacySigName]); err != nil {
 		st, detail = Fail, err.Error()
-	} else if err := a.controlErr[LegacySigName]; err != nil {
-		st, detail = Fail, err.Error()
+	} else {
+		st, detail = v.sig.verify(a.control[controlZarfYAML], pkg.Signed, a.control[BundleSigName], a.control[LegacySigName], r)
 	}
 	r.set(CheckSignature, st, "%s", detail)
 	v.checkSBOM(r, a, pkg)
-}
-
-func (a *archiveResult) controlOrNil(name string) []byte {
-	b, ok := a.control[name]
-	if !ok {
-		return nil
-	}
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 func skipFrom(r *Report, from, why string) {

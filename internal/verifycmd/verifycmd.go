@@ -104,14 +104,16 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	name := strings.TrimSuffix(filepath.Base(path), ".part000")
 
+	// Flags are validated and the key or trusted root loaded before the
+	// state dir is touched.
+	v, err := verify.New(opts)
+	if err != nil {
+		return err
+	}
 	var stager *stage.Stager
 	if cmd.Bool("stage") {
 		if err := stage.ValidName(name); err != nil {
 			return kcli.Usage("%v", err)
-		}
-		// Validate flags before touching the state dir.
-		if _, err := verify.New(opts); err != nil {
-			return err
 		}
 		d, err := state.Open(common.StateDir)
 		if err != nil {
@@ -127,11 +129,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			return kcli.Environment(err)
 		}
 		defer stager.Abort()
-		opts.Copy = stager.Writer()
-	}
-	v, err := verify.New(opts)
-	if err != nil {
-		return err
+		v.CopyTo(stager.Writer())
 	}
 	if opts.Signature.InsecureSkip && !common.Quiet {
 		fmt.Fprintln(streams.ErrOut, "WARNING: --insecure-skip-signature: the signature is NOT checked; integrity only, nobody vouches for this package")
