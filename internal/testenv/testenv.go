@@ -5,9 +5,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -30,6 +32,21 @@ func AssetsDir() string {
 // Start starts an API server for the test and stops it when the test ends.
 func Start(t testing.TB, crdDirs ...string) *rest.Config {
 	t.Helper()
+	requireBinaries(t)
+	env, cfg, err := start(crdDirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	return cfg
+}
+
+func requireBinaries(t testing.TB) {
+	t.Helper()
 	dir := AssetsDir()
 	for _, b := range Binaries {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
@@ -39,19 +56,45 @@ func Start(t testing.TB, crdDirs ...string) *rest.Config {
 			t.Skipf("%s not built (run make testbin): %v", b, err)
 		}
 	}
+}
+
+func start(crdDirs []string) (*envtest.Environment, *rest.Config, error) {
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
+		BinaryAssetsDirectory: AssetsDir(),
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: len(crdDirs) > 0,
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("starting the API server from %s: %v", dir, err)
+		return nil, nil, fmt.Errorf("starting the API server from %s: %w", AssetsDir(), err)
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the API server: %v", err)
-		}
-	})
-	return cfg
+	return env, cfg, nil
+}
+
+// Shared is one API server shared by the tests of a package: started by
+// the first test that asks, stopped by Stop (call it from TestMain).
+type Shared struct {
+	CRDDirs []string
+	once    sync.Once
+	env     *envtest.Environment
+	cfg     *rest.Config
+	err     error
+}
+
+// Config returns the shared server's config, starting it on first use.
+func (s *Shared) Config(t testing.TB) *rest.Config {
+	t.Helper()
+	requireBinaries(t)
+	s.once.Do(func() { s.env, s.cfg, s.err = start(s.CRDDirs) })
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return rest.CopyConfig(s.cfg)
+}
+
+// Stop stops the server if it was started.
+func (s *Shared) Stop() {
+	if s.env != nil {
+		_ = s.env.Stop()
+	}
 }

@@ -1,0 +1,152 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+)
+
+// Options tune a gate run.
+type Options struct {
+	// Timeout bounds the wait (0: evaluate once).
+	Timeout time.Duration
+	// Once evaluates every check once and returns.
+	Once bool
+	// PollInterval overrides the gate's fallback interval when positive.
+	PollInterval time.Duration
+	// Runner runs docker for workload checks with useDockerPort.
+	Runner runner.Runner
+	// OnEvaluate, when set, is called after every evaluation (progress).
+	OnEvaluate func(results []Result)
+}
+
+// Report is the outcome of a gate run.
+type Report struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Gate       string    `json:"gate"`
+	Server     string    `json:"server"`
+	Passed     bool      `json:"passed"`
+	TimedOut   bool      `json:"timedOut"`
+	Started    time.Time `json:"started"`
+	Finished   time.Time `json:"finished"`
+	Elapsed    float64   `json:"elapsedSeconds"`
+	// Evaluations counts how many times the checks were evaluated.
+	Evaluations int      `json:"evaluations"`
+	Checks      []Result `json:"checks"`
+}
+
+// Failed returns the results that did not pass.
+func (r *Report) Failed() []Result {
+	var out []Result
+	for _, c := range r.Checks {
+		if c.Status != Pass {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+type evaluator struct {
+	w            *watcher
+	run          runner.Runner
+	workloads    map[string]*Cluster
+	staleMappers bool
+}
+
+func (e *evaluator) evalChecks(ctx context.Context, c *Cluster, checks []Check) []Result {
+	var out []Result
+	for i := range checks {
+		ch := &checks[i]
+		var rows []Result
+		switch {
+		case ch.Resource != nil:
+			rows = []Result{e.resource(ctx, c, ch.Resource)}
+		case ch.Field != nil:
+			rows = []Result{e.field(ctx, c, ch.Field)}
+		case ch.Images != nil:
+			rows = []Result{e.images(ctx, c, ch.Images)}
+		case ch.Pods != nil:
+			rows = []Result{e.podsCheck(ctx, c, ch.Pods)}
+		case ch.Nodes != nil:
+			rows = []Result{e.nodesCheck(ctx, c, ch.Nodes)}
+		case ch.Workload != nil:
+			rows = e.workload(ctx, c, ch)
+		case ch.Zarf != nil:
+			rows = e.zarf(ctx, c, ch.Zarf)
+		}
+		rows[0].Name = ch.Name
+		for j := 1; j < len(rows); j++ {
+			rows[j].Name = ch.Name + "/" + rows[j].Name
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
+
+// Run evaluates g against c until every check passes, the timeout passes,
+// or ctx ends. It re-evaluates whenever a watched object changes, and every
+// poll interval as a fallback. An unreachable cluster is an
+// *UnreachableError; a failing gate is a report with Passed false.
+func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error) {
+	start := time.Now()
+	rep := &Report{APIVersion: APIVersion, Kind: "GateReport", Gate: g.Metadata.Name, Server: c.Host(), Started: start}
+	finish := func() (*Report, error) {
+		rep.Finished = time.Now()
+		rep.Elapsed = rep.Finished.Sub(start).Seconds()
+		return rep, nil
+	}
+	if err := c.Ping(ctx, 10*time.Second); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	if opts.Timeout > 0 && !opts.Once {
+		runCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
+	}
+	w := newWatcher(runCtx)
+	defer func() { cancel(); w.wait() }()
+	e := &evaluator{w: w, run: opts.Runner, workloads: map[string]*Cluster{}}
+	poll := g.Poll()
+	if opts.PollInterval > 0 {
+		poll = opts.PollInterval
+	}
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		e.staleMappers = false
+		results := e.evalChecks(runCtx, c, g.Spec.Checks)
+		if runCtx.Err() != nil && rep.Checks != nil {
+			// Cut off mid-evaluation: the previous complete result stands.
+			rep.TimedOut = errors.Is(runCtx.Err(), context.DeadlineExceeded)
+			return finish()
+		}
+		rep.Evaluations++
+		rep.Checks = results
+		rep.Passed = len(rep.Failed()) == 0
+		if opts.OnEvaluate != nil {
+			opts.OnEvaluate(results)
+		}
+		if rep.Passed || opts.Once || opts.Timeout <= 0 {
+			return finish()
+		}
+		select {
+		case <-w.wake:
+		case <-ticker.C:
+			e.staleMappers = true
+		case <-runCtx.Done():
+			rep.TimedOut = errors.Is(runCtx.Err(), context.DeadlineExceeded)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return finish()
+		}
+		if e.staleMappers {
+			c.mapper.Reset()
+			for _, wl := range e.workloads {
+				wl.mapper.Reset()
+			}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+// Package runner runs external programs (docker, zarf) for the suite through
+// one injectable interface, keeping the argv and output of a failed command
+// in its error so an operator can paste and rerun it.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+)
+
+// Runner runs one external command and returns its standard output.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// Exec runs commands as child processes. Stderr, when set, receives the
+// child's standard error as it is written (progress of long commands); it is
+// also kept for the error either way.
+type Exec struct {
+	Env    []string // extra environment, appended to the process's own
+	Dir    string
+	Stderr io.Writer
+}
+
+// Run implements Runner.
+func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = e.Dir
+	if len(e.Env) > 0 {
+		cmd.Env = append(cmd.Environ(), e.Env...)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if e.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, e.Stderr)
+	}
+	err := cmd.Run()
+	if err != nil {
+		return stdout.Bytes(), &RunError{Argv: append([]string{name}, args...), Stderr: stderr.Bytes(), Err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+// RunError is a command that could not be started or exited non-zero.
+type RunError struct {
+	Argv   []string
+	Stderr []byte
+	Err    error
+}
+
+func (e *RunError) Error() string {
+	msg := fmt.Sprintf("running %s: %v", quote(e.Argv), e.Err)
+	if out := strings.TrimSpace(lastLines(string(e.Stderr), 5)); out != "" {
+		msg += ": " + out
+	}
+	return msg
+}
+
+func (e *RunError) Unwrap() error { return e.Err }
+
+// NotFound reports whether err is a command that does not exist on PATH.
+func NotFound(err error) bool {
+	return errors.Is(err, exec.ErrNotFound)
+}
+
+func quote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$*?[]{}|&;<>()`") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
