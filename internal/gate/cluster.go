@@ -25,10 +25,10 @@ type Cluster struct {
 	// DefaultNamespace is used by checks that name no namespace
 	// (kubectl's -n, else the context's namespace, else "default").
 	DefaultNamespace string
-	config    *rest.Config
-	dyn       dynamic.Interface
-	discovery discovery.DiscoveryInterface
-	mapper    meta.ResettableRESTMapper
+	config           *rest.Config
+	dyn              dynamic.Interface
+	discovery        discovery.DiscoveryInterface
+	mapper           meta.ResettableRESTMapper
 }
 
 // UnreachableError is a cluster the gate could not talk to at all.

@@ -81,12 +81,12 @@ func TestParseWarnsOnClusterWithoutCondition(t *testing.T) {
 
 func TestImageRegistry(t *testing.T) {
 	for img, want := range map[string]string{
-		"nginx":                                 "docker.io",
-		"library/nginx:1":                       "docker.io",
+		"nginx":                                  "docker.io",
+		"library/nginx:1":                        "docker.io",
 		"127.0.0.1:31999/stefanprodan/podinfo:6": "127.0.0.1:31999",
-		"registry.k8s.io/pause:3.10":            "registry.k8s.io",
-		"localhost/x":                           "localhost",
-		"kindest/kindnetd:v2":                   "docker.io",
+		"registry.k8s.io/pause:3.10":             "registry.k8s.io",
+		"localhost/x":                            "localhost",
+		"kindest/kindnetd:v2":                    "docker.io",
 	} {
 		if got := registryOf(img); got != want {
 			t.Errorf("registryOf(%q) = %q, want %q", img, got, want)

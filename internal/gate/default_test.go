@@ -1,0 +1,62 @@
+package gate
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/sitesim"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
+)
+
+// TestDefaultGateOnHealthySite runs the built-in gate against two real API
+// servers holding what a healthy krops site's controllers write, then
+// breaks one thing at a time.
+func TestDefaultGateOnHealthySite(t *testing.T) {
+	mgmt := testenv.Start(t, crdDir())
+	workload := testenv.Start(t, crdDir())
+	// The secret names CAPD's address on the kind network, which this host
+	// cannot reach; the gate must use Docker's published port instead.
+	if err := sitesim.Healthy(context.Background(), mgmt, workload, sitesim.Site{WorkloadServer: "https://172.18.0.3:6443"}); err != nil {
+		t.Fatal(err)
+	}
+	docker := &fakeDocker{port: strings.TrimPrefix(workload.Host, "https://127.0.0.1:")}
+	c, err := NewCluster("", mgmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Default(), c, Options{Once: true, Runner: docker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rep.Checks {
+		names = append(names, r.Name)
+		if r.Status != Pass {
+			t.Errorf("%s: %s %s %s", r.Name, r.Status, r.Reason, r.Message)
+		}
+	}
+	want := "mgmt-images flux-source flux-source-url flux-kustomization workload-cluster workload workload/nodes workload/flux-source workload/podinfo zarf-packages zarf-packages/krops-airgap"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("rows %q\nwant %q", got, want)
+	}
+	if !rep.Passed || docker.calls.Load() == 0 {
+		t.Errorf("passed %v, docker calls %d", rep.Passed, docker.calls.Load())
+	}
+
+	// One image from outside the Zarf registry fails only mgmt-images.
+	s := &site{t: t, cfg: mgmt, ns: "flux-system"}
+	if s.dyn, err = dynamic.NewForConfig(mgmt); err != nil {
+		t.Fatal(err)
+	}
+	s.pod("intruder", nil, map[string][]string{"containers": {"ghcr.io/fluxcd/helm-controller:v1.3.0"}})
+	rep, err = Run(context.Background(), Default(), c, Options{Once: true, Runner: docker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Failed(); len(f) != 1 || f[0].Name != "mgmt-images" || !strings.Contains(f[0].Message, "ghcr.io/fluxcd/helm-controller:v1.3.0 (flux-system/intruder)") {
+		t.Errorf("failed %+v", f)
+	}
+}
