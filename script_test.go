@@ -19,22 +19,29 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
 )
 
 func TestMain(m *testing.M) {
 	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	journalMain := func() { os.Exit(journalcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
+	gateMain := func() { os.Exit(gatecmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	testscript.Main(m, map[string]func(){
 		"kubectl-bundle-verify":  verify,
 		"kubectl-bundle_verify":  verify,
 		"kubectl-bundle-journal": journalMain,
 		"kubectl-bundle_journal": journalMain,
+		"kubectl-bundle-gate":    gateMain,
+		"kubectl-bundle_gate":    gateMain,
 		"journal-script":         journalScript,
+		"docker":                 fakeDocker,
 	})
 }
 
@@ -76,6 +83,13 @@ func tool(t *testing.T, name, env string) string {
 func TestScripts(t *testing.T) {
 	zarf := tool(t, "zarf", "ZARF")
 	kubectl := tool(t, "kubectl", "KUBECTL")
+	apiserver := testenv.Missing() == nil
+	if !apiserver {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v: required under CI=true", testenv.Missing())
+		}
+		t.Logf("%v: scripts that need an API server are skipped", testenv.Missing())
+	}
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +112,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("NO_COLOR", "1")
 			env.Values[lockKey{}] = &heldLock{}
+			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
+			fake := filepath.Join(env.WorkDir, "fake-docker")
+			if err := os.MkdirAll(filepath.Join(fake, "ports"), 0o755); err != nil {
+				return err
+			}
+			env.Setenv("FAKE_DOCKER", fake)
 			if zarf != "" {
 				env.Setenv("ZARF", zarf)
 			}
@@ -112,6 +132,8 @@ func TestScripts(t *testing.T) {
 				return zarf != "", nil
 			case "kubectl":
 				return kubectl != "", nil
+			case "apiserver":
+				return apiserver, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
@@ -122,6 +144,8 @@ func TestScripts(t *testing.T) {
 			"treehash":  cmdTreehash,
 			"cut":       cmdCut,
 			"flipbyte":  cmdFlipbyte,
+			"apiserver": cmdAPIServer,
+			"sitesim":   cmdSitesim,
 		},
 	})
 }

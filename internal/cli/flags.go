@@ -51,7 +51,10 @@ func RunCommand(ctx context.Context, streams IOStreams, cmd *cli.Command, args [
 	if code == ExitEnvironment && !errors.As(err, &ee) && isFlagError(err) {
 		code = ExitUsage
 	}
-	Errorf(streams.ErrOut, err)
+	// An empty message is a verdict the command has already reported.
+	if err.Error() != "" {
+		Errorf(streams.ErrOut, err)
+	}
 	return code
 }
 

@@ -314,12 +314,16 @@ func minOf(n int) int {
 }
 
 func (e *evaluator) podsCheck(ctx context.Context, c *Cluster, pc *PodsCheck) Result {
-	obj := "pods " + pc.Namespace
+	ns := pc.Namespace
+	if ns == "" {
+		ns = c.Namespace()
+	}
+	obj := "pods " + ns
 	if pc.Selector != "" {
 		obj += " -l " + pc.Selector
 	}
 	want := minOf(pc.Min)
-	pods, err := e.pods(ctx, c, pc.Namespace, pc.Selector)
+	pods, err := e.pods(ctx, c, ns, pc.Selector)
 	if err != nil {
 		return fail(obj, "Error", "listing pods: %v", err)
 	}

@@ -94,7 +94,8 @@ type ImagesCheck struct {
 	Ignore            []string `yaml:"ignore,omitempty" json:"ignore,omitempty"`
 }
 
-// PodsCheck passes when at least Min pods are Running and Ready.
+// PodsCheck passes when at least Min pods are Running and Ready; without
+// Namespace, in the namespace of -n or the context.
 type PodsCheck struct {
 	Namespace string `yaml:"namespace" json:"namespace"`
 	Selector  string `yaml:"selector,omitempty" json:"selector,omitempty"`
@@ -174,7 +175,12 @@ func Parse(r io.Reader) (*Gate, []string, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil, &SpecError{Err: errors.New("the gate file is empty")}
 		}
-		return nil, nil, &SpecError{Err: fmt.Errorf("parsing: %s", strings.TrimPrefix(err.Error(), "yaml: "))}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msg = strings.Join(te.Errors, "; ")
+		}
+		return nil, nil, &SpecError{Err: fmt.Errorf("parsing: %s", goTypeRE.ReplaceAllString(msg, ""))}
 	}
 	warnings, err := g.Validate()
 	if err != nil {
@@ -191,6 +197,9 @@ func (g *Gate) Poll() time.Duration {
 	}
 	return d
 }
+
+// goTypeRE strips the Go type names yaml puts in its messages.
+var goTypeRE = regexp.MustCompile(` (in|into) (type )?[\[\]*]*gate\.\w+`)
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 
@@ -298,9 +307,6 @@ func validateCheck(p string, c *Check, nested bool, warnings *[]string) error {
 			return bad(".images.allowedRegistries", "required: name at least one registry (e.g. 127.0.0.1:31999)")
 		}
 	case c.Pods != nil:
-		if c.Pods.Namespace == "" {
-			return bad(".pods.namespace", "required")
-		}
 		if err := validateSelector(p+".pods.selector", c.Pods.Selector); err != nil {
 			return err
 		}

@@ -43,7 +43,6 @@ func TestParseRejects(t *testing.T) {
 		{"two ops", head + "  - name: a\n    field: {apiVersion: v1, kind: Pod, name: x, path: '{.a}', equals: y, contains: z}\n", "spec.checks[0](a).field", "exactly one of equals"},
 		{"bad regexp", head + "  - name: a\n    field: {apiVersion: v1, kind: Pod, name: x, path: '{.a}', matches: '('}\n", "spec.checks[0](a).field.matches", "missing closing"},
 		{"no registries", head + "  - name: a\n    images: {}\n", "spec.checks[0](a).images.allowedRegistries", "required"},
-		{"pods no ns", head + "  - name: a\n    pods: {min: 1}\n", "spec.checks[0](a).pods.namespace", "required"},
 		{"negative", head + "  - name: a\n    nodes: {min: -1}\n", "spec.checks[0](a).nodes.min", "negative"},
 		{"workload no cluster", head + "  - name: a\n    workload: {checks: [{name: n, nodes: {}}]}\n", "spec.checks[0](a).workload.cluster", "required"},
 		{"workload nested", head + "  - name: a\n    workload:\n      cluster: c\n      checks:\n      - name: b\n        workload: {cluster: d, checks: [{name: n, nodes: {}}]}\n", "spec.checks[0](a).workload.checks[0](b).workload", "cannot hold"},

@@ -83,7 +83,9 @@ func Healthy(ctx context.Context, mgmt, workload *rest.Config, site Site) error 
 			return m.runningPod("kube-system", "coredns", "registry.k8s.io/coredns/coredns:v1.12.1")
 		},
 		func() error { return m.runningPod("kube-system", "kindnet", "docker.io/kindest/kindnetd:v20250512") },
-		func() error { return m.runningPod("flux-system", "source-controller", reg+"/fluxcd/source-controller:v1.7.0") },
+		func() error {
+			return m.runningPod("flux-system", "source-controller", reg+"/fluxcd/source-controller:v1.7.0")
+		},
 		func() error { return m.runningPod("capd-system", "capd-controller", reg+"/capi/capd-manager:v1.14.2") },
 		func() error {
 			return m.ready(ociGVR, obj("source.toolkit.fluxcd.io/v1", "OCIRepository", "flux-system", "flux-system", map[string]any{
@@ -98,7 +100,9 @@ func Healthy(ctx context.Context, mgmt, workload *rest.Config, site Site) error 
 				"spec": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "172.18.0.3", "port": int64(6443)}}}), "Available")
 		},
 		func() error { return m.kubeconfigSecret(site, workload) },
-		func() error { return m.availableDeployment("zarf", "zarf-docker-registry", reg+"/library/registry:3.0.0") },
+		func() error {
+			return m.availableDeployment("zarf", "zarf-docker-registry", reg+"/library/registry:3.0.0")
+		},
 		func() error { return m.zarfPackage(site.Package, "zarf", "zarf-docker-registry") },
 		// The workload cluster: two Ready nodes, its Flux source, podinfo.
 		func() error { return w.namespaces("flux-system", "podinfo") },

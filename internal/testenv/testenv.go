@@ -45,6 +45,27 @@ func Start(t testing.TB, crdDirs ...string) *rest.Config {
 	return cfg
 }
 
+// Missing returns an error naming the first control-plane binary that is
+// not built, or nil.
+func Missing() error {
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(AssetsDir(), b)); err != nil {
+			return fmt.Errorf("%s not built (run make testbin): %w", b, err)
+		}
+	}
+	return nil
+}
+
+// StartServer starts an API server outside a testing.T (testscript
+// commands, demos); the caller must call stop.
+func StartServer(crdDirs ...string) (cfg *rest.Config, stop func() error, err error) {
+	env, cfg, err := start(crdDirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, env.Stop, nil
+}
+
 func requireBinaries(t testing.TB) {
 	t.Helper()
 	dir := AssetsDir()

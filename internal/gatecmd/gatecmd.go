@@ -1,0 +1,238 @@
+// Package gatecmd is the kubectl-bundle-gate command: evaluate a health gate
+// against a slot or any kube context, waiting on watches until it passes.
+package gatecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+const description = `Decides whether a slot is healthy enough to switch to. A gate is a YAML
+document (kind Gate) of named checks:
+
+  resource   an object (name or label selector) has a condition True, or,
+             without condition, kstatus says Current
+  field      a JSONPath of an object equals / contains / matches a value
+  images     every container image of every pod comes from an allowed registry
+  pods       at least N pods Running and Ready
+  nodes      at least N nodes Ready
+  workload   nested checks inside a Cluster API workload cluster, reached
+             through its <cluster>-kubeconfig secret
+  zarf       every deployed Zarf package's component healthChecks
+
+Without -f the built-in gate runs: the krops site's checks (Zarf registry
+images, Flux source and Kustomization Ready, workload cluster Available, its
+nodes, Flux and podinfo) plus the zarf check. --print-default prints it to
+copy and edit.
+
+The gate waits on watches, not sleeps: it returns as soon as the last check
+passes, or at --timeout with every failing check's last observed state.
+
+Exit codes: 0 every check passed, 1 a check failed or the gate timed out,
+2 usage (a bad gate file names the field), 3 the cluster is unreachable,
+4 the state dir is locked (--record).`
+
+// Command builds kubectl-bundle-gate.
+func Command(streams kcli.IOStreams) *cli.Command {
+	flags := append(kcli.CommonFlags(),
+		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "gate file (- for stdin; default the built-in gate)", TakesFile: true},
+		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
+		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait for every check to pass"},
+		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
+		&cli.BoolFlag{Name: "once", Usage: "evaluate every check once and exit, without waiting"},
+		&cli.BoolFlag{Name: "record", Usage: "store the result in the slot's record (needs --slot; the switch requires a recent pass)"},
+	)
+	flags = append(flags, kubeflags.Flags()...)
+	return &cli.Command{
+		Name:            "kubectl-bundle-gate",
+		Usage:           "health gates against a slot or any kube context; declarative checks; watch-based",
+		UsageText:       "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
+		Description:     description,
+		Version:         kcli.ToolVersion(),
+		Reader:          streams.In,
+		Writer:          streams.Out,
+		ErrWriter:       streams.ErrOut,
+		Flags:           flags,
+		HideHelpCommand: true,
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() > 0 {
+				return kcli.Usage("unexpected argument %q: kubectl bundle-gate takes flags only", cmd.Args().First())
+			}
+			return run(ctx, streams, cmd)
+		},
+	}
+}
+
+// Main runs the command with args (os.Args form) and returns the exit code.
+func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
+	return kcli.RunCommand(ctx, streams, Command(streams), args)
+}
+
+func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return err
+	}
+	if cmd.Bool("print-default") {
+		_, err := streams.Out.Write(gate.DefaultYAML())
+		return err
+	}
+	g, err := loadGate(streams, cmd.String("filename"))
+	if err != nil {
+		return err
+	}
+	slotName := cmd.String("slot")
+	if slotName != "" && kubeflags.Set(cmd) {
+		return kcli.Usage("--slot and --kubeconfig/--context both name a cluster: give one")
+	}
+	if cmd.Bool("record") && slotName == "" {
+		return kcli.Usage("--record stores the result in a slot's record: add --slot NAME")
+	}
+	var dir *state.Dir
+	var rec *slot.Record
+	if slotName != "" {
+		if dir, err = state.Open(common.StateDir); err != nil {
+			return err
+		}
+		if rec, err = slot.Load(dir, slotName); err != nil {
+			return err
+		}
+	}
+	kubeconfig, kubeContext := "", ""
+	if rec != nil {
+		kubeconfig, kubeContext = rec.Kubeconfig, rec.Context
+	}
+	target, err := kubeflags.Resolve(ctx, cmd, kubeconfig, kubeContext)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	cluster, err := gate.NewCluster("", target.Config)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	cluster.DefaultNamespace = target.Namespace
+
+	opts := gate.Options{
+		Timeout:      cmd.Duration("timeout"),
+		Once:         cmd.Bool("once"),
+		PollInterval: cmd.Duration("poll-interval"),
+		Runner:       runner.Exec{},
+	}
+	showProgress := !common.Quiet && common.Output == kcli.OutputText && kcli.IsTerminal(streams.ErrOut)
+	if showProgress {
+		opts.OnEvaluate = func(rs []gate.Result) { progressLine(streams.ErrOut, rs) }
+	}
+	rep, err := gate.Run(ctx, g, cluster, opts)
+	if showProgress {
+		fmt.Fprint(streams.ErrOut, "\r\033[K")
+	}
+	if err != nil {
+		var ue *gate.UnreachableError
+		if errors.As(err, &ue) && target.Context != "" {
+			return fmt.Errorf("context %s: %w", target.Context, err)
+		}
+		return err
+	}
+	if cmd.Bool("record") {
+		if err := record(dir, slotName, rep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case common.Output == kcli.OutputJSON:
+		if err := kcli.WriteJSON(streams.Out, rep); err != nil {
+			return err
+		}
+	case !common.Quiet:
+		printTable(streams.Out, rep, kcli.UseColor(streams.Out))
+		printSummary(streams.ErrOut, rep, cmd.Duration("timeout"), kcli.UseColor(streams.ErrOut))
+		if cmd.Bool("record") {
+			fmt.Fprintf(streams.ErrOut, "recorded in slot %s\n", slotName)
+		}
+	}
+	if !rep.Passed {
+		return &kcli.ExitError{Code: kcli.ExitNegative, Err: errSilent}
+	}
+	return nil
+}
+
+// errSilent is a verdict already reported on stdout/stderr.
+var errSilent = errors.New("")
+
+func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
+	if name == "" {
+		return gate.Default(), nil
+	}
+	var r io.Reader = streams.In
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, kcli.Usage("reading the gate file: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	g, warnings, err := gate.Parse(r)
+	if err != nil {
+		return nil, kcli.Usage("gate file %s: %v", name, err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(streams.ErrOut, "warning: %s: %s\n", name, w)
+	}
+	return g, nil
+}
+
+// record stores the result in the slot's record, under the state lock, so
+// that the switch can require a recent pass for the package deployed now.
+func record(dir *state.Dir, name string, rep *gate.Report) error {
+	lock, err := dir.Lock()
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	rec, err := slot.Load(dir, name)
+	if err != nil {
+		return err
+	}
+	res := &slot.GateResult{Gate: rep.Gate, Passed: rep.Passed, TimedOut: rep.TimedOut, Time: rep.Finished.UTC()}
+	for _, f := range rep.Failed() {
+		res.Failed = append(res.Failed, f.Name)
+	}
+	if rec.Package != nil {
+		res.Package = rec.Package.Digest
+	}
+	rec.Gate = res
+	return slot.Save(dir, rec)
+}
+
+func progressLine(w io.Writer, rs []gate.Result) {
+	passed := 0
+	var failing []string
+	for _, r := range rs {
+		if r.Status == gate.Pass {
+			passed++
+		} else {
+			failing = append(failing, r.Name+" ("+r.Reason+")")
+		}
+	}
+	line := fmt.Sprintf("waiting: %d/%d checks pass; failing: %s", passed, len(rs), strings.Join(failing, ", "))
+	if len(line) > 120 {
+		line = line[:117] + "..."
+	}
+	fmt.Fprintf(w, "\r\033[K%s", line)
+}

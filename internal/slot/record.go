@@ -1,0 +1,155 @@
+// Package slot holds the record of each named environment ("slot": a
+// management cluster and its registry) in the state dir.
+package slot
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// RecordKind identifies a slot record file.
+const (
+	RecordAPIVersion = "kubectl-bundle.dev/v1alpha1"
+	RecordKind       = "Slot"
+)
+
+// Record is slots/<name>.json.
+type Record struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// Provider is kind or existing.
+	Provider string `json:"provider"`
+	// Cluster is the kind cluster's name (kind provider).
+	Cluster string `json:"cluster,omitempty"`
+	// Context is the kube context that reaches the slot's cluster.
+	Context string `json:"context"`
+	// Kubeconfig is the file holding Context ("" : kubectl's default rules).
+	Kubeconfig   string       `json:"kubeconfig,omitempty"`
+	Registry     string       `json:"registry,omitempty"`
+	RegistryPort int          `json:"registryPort,omitempty"`
+	Package      *PackageRef  `json:"package,omitempty"`
+	Gate         *GateResult  `json:"gate,omitempty"`
+	State        string       `json:"state,omitempty"`
+	Created      time.Time    `json:"created,omitzero"`
+	Steps        []StepRecord `json:"steps,omitempty"`
+}
+
+// PackageRef is the package deployed into a slot.
+type PackageRef struct {
+	Digest   string    `json:"digest"`
+	Name     string    `json:"name,omitempty"`
+	Version  string    `json:"version,omitempty"`
+	Deployed time.Time `json:"deployed"`
+}
+
+// GateResult is the last gate run recorded for a slot.
+type GateResult struct {
+	Gate     string    `json:"gate"`
+	Passed   bool      `json:"passed"`
+	TimedOut bool      `json:"timedOut,omitempty"`
+	Time     time.Time `json:"time"`
+	Failed   []string  `json:"failed,omitempty"`
+	// Package is the digest deployed when the gate ran, so a pass cannot
+	// be carried over to a different package.
+	Package string `json:"package,omitempty"`
+}
+
+// StepRecord is one provider step of create, for idempotent re-runs.
+type StepRecord struct {
+	Name     string    `json:"name"`
+	Done     bool      `json:"done"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// NotFoundError is a slot with no record.
+type NotFoundError struct{ Name string }
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("slot %q does not exist (kubectl bundle-slot list shows the slots; create it with kubectl bundle-slot create %s)", e.Name, e.Name)
+}
+
+// ExitCode: naming a slot that does not exist is a usage error.
+func (e *NotFoundError) ExitCode() int { return 2 }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// ValidName checks a slot name: it becomes part of container, cluster and
+// context names.
+func ValidName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("slot name %q: use 1-32 lower-case letters, digits and '-', e.g. a or b", name)
+	}
+	return nil
+}
+
+func path(d *state.Dir, name string) string { return d.Join("slots", name+".json") }
+
+// Load reads a slot's record.
+func Load(d *state.Dir, name string) (*Record, error) {
+	if err := ValidName(name); err != nil {
+		return nil, &usageError{err}
+	}
+	data, err := os.ReadFile(path(d, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &NotFoundError{Name: name}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the record of slot %s: %w", name, err)
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("the record of slot %s (%s) is damaged: %w", name, path(d, name), err)
+	}
+	if r.Kind != RecordKind || r.Name != name {
+		return nil, fmt.Errorf("%s is not the record of slot %s", path(d, name), name)
+	}
+	return &r, nil
+}
+
+// Save writes a slot's record atomically. The caller holds the lock.
+func Save(d *state.Dir, r *Record) error {
+	if err := ValidName(r.Name); err != nil {
+		return err
+	}
+	r.APIVersion, r.Kind = RecordAPIVersion, RecordKind
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := d.MkdirAll("slots"); err != nil {
+		return err
+	}
+	return state.WriteFile(path(d, r.Name), append(data, '\n'))
+}
+
+// List returns the names of all slots with a record.
+func List(d *state.Dir) ([]string, error) {
+	ents, err := os.ReadDir(d.Join("slots"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if len(n) > 5 && n[len(n)-5:] == ".json" && ValidName(n[:len(n)-5]) == nil {
+			out = append(out, n[:len(n)-5])
+		}
+	}
+	return out, nil
+}
+
+type usageError struct{ error }
+
+func (e *usageError) ExitCode() int { return 2 }
+func (e *usageError) Unwrap() error { return e.error }
