@@ -68,7 +68,8 @@ unit:
 ## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
 fuzz:
 	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
-	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle journal:FuzzParseTransaction journal:FuzzParseHistory; do \
+	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle journal:FuzzParseTransaction journal:FuzzParseHistory \
+	          gate:FuzzParse; do \
 	  pkg=./internal/$${t%%:*}; fn=$${t#*:}; \
 	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \

@@ -19,6 +19,9 @@ func TestLayering(t *testing.T) {
 		"internal/journal": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/state":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/stage":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/gate":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/slot":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/sitesim": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 	}
 	files, err := filepath.Glob("internal/*/*.go")
 	if err != nil {
@@ -38,6 +41,10 @@ func TestLayering(t *testing.T) {
 		}
 		for _, imp := range parsed.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
+			// External programs run through the one injected runner (DESIGN.md).
+			if path == "os/exec" && filepath.Dir(f) != "internal/runner" {
+				t.Errorf("%s imports os/exec: run programs through internal/runner", f)
+			}
 			for _, bad := range forbidden[filepath.Dir(f)] {
 				if path == bad {
 					t.Errorf("%s imports %s", f, path)
