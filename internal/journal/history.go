@@ -36,6 +36,9 @@ type Event struct {
 	Error    string    `json:"error,omitempty"`
 	Strategy Strategy  `json:"strategy,omitempty"`
 	Target   string    `json:"target,omitempty"`
+	// Slot and Detail describe events of the slot binary's steps.
+	Slot   string `json:"slot,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // History is history.jsonl as read.

@@ -209,6 +209,31 @@ func (j *Journal) commit(t *Transaction, seq int64, ev Event) error {
 	return nil
 }
 
+// NoTransaction is the txn of events recorded while none is open.
+const NoTransaction = "-"
+
+// Record appends an event that is not a phase transition (a slot's
+// provider step) to the history, under the open transaction's id if there
+// is one. The caller holds the lock and has called Repair.
+func (j *Journal) Record(ev Event) error {
+	if _, err := j.dir.MkdirAll(Dir); err != nil {
+		return err
+	}
+	seq, err := j.nextSeq()
+	if err != nil {
+		return err
+	}
+	t, err := j.loadFile()
+	if err != nil {
+		return err
+	}
+	ev.Seq, ev.Time, ev.TxnID = seq, j.now(), NoTransaction
+	if t != nil {
+		ev.TxnID = t.ID
+	}
+	return appendEvent(j.histPath(), ev)
+}
+
 func (j *Journal) open() (*Transaction, error) {
 	t, err := j.Load()
 	if err != nil {

@@ -266,6 +266,9 @@ func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		if e.Type == journal.EventBegin {
 			line += fmt.Sprintf(" %s %s", e.Strategy, e.Target)
 		}
+		if e.Slot != "" {
+			line += fmt.Sprintf("slot %s %s %s", e.Slot, e.Detail, e.Status)
+		}
 		if e.Error != "" {
 			line += ": " + e.Error
 		}

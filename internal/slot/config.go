@@ -1,0 +1,268 @@
+package slot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is <state>/config.yaml: how slots are built. A flag beats an
+// environment variable, which beats the file, which beats the default.
+type Config struct {
+	APIVersion string `yaml:"apiVersion,omitempty" json:"apiVersion"`
+	Kind       string `yaml:"kind,omitempty" json:"kind"`
+	// Provider is kind (default) or existing.
+	Provider string `yaml:"provider,omitempty" json:"provider"`
+	// Slots lists the slot names in order; a slot's index (its port
+	// offset) is its position here.
+	Slots            []string `yaml:"slots,omitempty" json:"slots"`
+	ClusterPrefix    string   `yaml:"clusterPrefix,omitempty" json:"clusterPrefix"`
+	RegistryName     string   `yaml:"registryName,omitempty" json:"registryName"`
+	RegistryPortBase int      `yaml:"registryPortBase,omitempty" json:"registryPortBase"`
+	RegistryImage    string   `yaml:"registryImage,omitempty" json:"registryImage"`
+	NodeImage        string   `yaml:"nodeImage,omitempty" json:"nodeImage"`
+	DockerSocket     string   `yaml:"dockerSocket,omitempty" json:"dockerSocket"`
+	// Archives is the directory with the init package and image archives.
+	Archives        string `yaml:"archives,omitempty" json:"archives"`
+	InitPackageGlob string `yaml:"initPackageGlob,omitempty" json:"initPackageGlob"`
+	// Variables are passed to zarf with --set-variables; ${SLOT} expands to
+	// the slot's name.
+	Variables map[string]string `yaml:"variables,omitempty" json:"variables"`
+	// WorkloadClusters are the CAPD workload-cluster base names a package
+	// creates; per slot they are <name>-<slot> (the package suffixes them
+	// with the SLOT variable). Preflight checks their containers are free.
+	WorkloadClusters []string `yaml:"workloadClusters,omitempty" json:"workloadClusters"`
+	// Existing maps a slot to the kube context the existing provider uses.
+	Existing map[string]ExistingSlot `yaml:"existing,omitempty" json:"existing,omitempty"`
+}
+
+// ExistingSlot is a cluster the operator already has.
+type ExistingSlot struct {
+	Context    string `yaml:"context" json:"context"`
+	Kubeconfig string `yaml:"kubeconfig,omitempty" json:"kubeconfig,omitempty"`
+	// Init runs zarf init there too (default false: the cluster is ready).
+	Init bool `yaml:"init,omitempty" json:"init,omitempty"`
+}
+
+// Defaults are the krops site's values.
+func Defaults() Config {
+	return Config{
+		APIVersion: RecordAPIVersion, Kind: "Config",
+		Provider:         "kind",
+		Slots:            []string{"a", "b"},
+		ClusterPrefix:    "airgap-mgmt",
+		RegistryName:     "krops-registry-airgap",
+		RegistryPortBase: 5002,
+		RegistryImage:    "registry:2@sha256:a3d8aaa63ed8681a604f1dea0aa03f100d5895b6a58ace528858a7b332415373",
+		NodeImage:        "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
+		DockerSocket:     "/var/run/docker.sock",
+		Archives:         "archives",
+		InitPackageGlob:  "zarf-init-*-v*.tar.zst",
+		Variables:        map[string]string{"SLOT": "${SLOT}"},
+		WorkloadClusters: []string{"airgap-wl"},
+	}
+}
+
+// EnvVars maps each setting to its environment variable.
+var EnvVars = map[string]string{
+	"provider":         "KUBECTL_BUNDLE_PROVIDER",
+	"clusterPrefix":    "KUBECTL_BUNDLE_CLUSTER_PREFIX",
+	"registryName":     "KUBECTL_BUNDLE_REGISTRY_NAME",
+	"registryPortBase": "KUBECTL_BUNDLE_REGISTRY_PORT_BASE",
+	"registryImage":    "KUBECTL_BUNDLE_REGISTRY_IMAGE",
+	"nodeImage":        "KUBECTL_BUNDLE_NODE_IMAGE",
+	"dockerSocket":     "KUBECTL_BUNDLE_DOCKER_SOCKET",
+	"archives":         "KUBECTL_BUNDLE_ARCHIVES",
+	"initPackageGlob":  "KUBECTL_BUNDLE_INIT_PACKAGE_GLOB",
+}
+
+// ConfigError is a bad config file, variable or flag.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ExitCode: configuration mistakes are usage errors.
+func (e *ConfigError) ExitCode() int { return 2 }
+
+// LoadConfig merges the defaults, the file, the environment (getenv) and
+// the flags (settings by name, as in EnvVars; empty values are unset).
+func LoadConfig(path string, getenv func(string) string, flags map[string]string) (*Config, error) {
+	c := Defaults()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, &ConfigError{fmt.Errorf("reading %s: %w", path, err)}
+	default:
+		var file Config
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&file); err != nil && !errors.Is(err, fs.ErrNotExist) && err.Error() != "EOF" {
+			return nil, &ConfigError{fmt.Errorf("%s: %v", path, err)}
+		}
+		if file.Kind != "" && file.Kind != "Config" {
+			return nil, &ConfigError{fmt.Errorf("%s: kind is %q, want Config", path, file.Kind)}
+		}
+		merge(&c, &file)
+	}
+	for key, env := range EnvVars {
+		if v := getenv(env); v != "" {
+			if err := set(&c, key, v); err != nil {
+				return nil, &ConfigError{fmt.Errorf("$%s: %w", env, err)}
+			}
+		}
+	}
+	for key, v := range flags {
+		if v != "" {
+			if err := set(&c, key, v); err != nil {
+				return nil, &ConfigError{fmt.Errorf("--%s: %w", flagName(key), err)}
+			}
+		}
+	}
+	if c.Archives != "" && !filepath.IsAbs(c.Archives) {
+		if abs, err := filepath.Abs(c.Archives); err == nil {
+			c.Archives = abs
+		}
+	}
+	return &c, c.validate()
+}
+
+// flagName spells a setting as its flag (registryPortBase -> registry-port-base).
+func flagName(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('-')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func merge(c, f *Config) {
+	str := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	str(&c.Provider, f.Provider)
+	str(&c.ClusterPrefix, f.ClusterPrefix)
+	str(&c.RegistryName, f.RegistryName)
+	str(&c.RegistryImage, f.RegistryImage)
+	str(&c.NodeImage, f.NodeImage)
+	str(&c.DockerSocket, f.DockerSocket)
+	str(&c.Archives, f.Archives)
+	str(&c.InitPackageGlob, f.InitPackageGlob)
+	if f.RegistryPortBase != 0 {
+		c.RegistryPortBase = f.RegistryPortBase
+	}
+	if len(f.Slots) > 0 {
+		c.Slots = f.Slots
+	}
+	if f.Variables != nil {
+		c.Variables = f.Variables
+	}
+	if f.WorkloadClusters != nil {
+		c.WorkloadClusters = f.WorkloadClusters
+	}
+	if f.Existing != nil {
+		c.Existing = f.Existing
+	}
+}
+
+func set(c *Config, key, v string) error {
+	switch key {
+	case "provider":
+		c.Provider = v
+	case "clusterPrefix":
+		c.ClusterPrefix = v
+	case "registryName":
+		c.RegistryName = v
+	case "registryPortBase":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a port number", v)
+		}
+		c.RegistryPortBase = n
+	case "registryImage":
+		c.RegistryImage = v
+	case "nodeImage":
+		c.NodeImage = v
+	case "dockerSocket":
+		c.DockerSocket = v
+	case "archives":
+		c.Archives = v
+	case "initPackageGlob":
+		c.InitPackageGlob = v
+	default:
+		return fmt.Errorf("unknown setting %s", key)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, args ...any) error { return &ConfigError{fmt.Errorf(format, args...)} }
+	if c.Provider != "kind" && c.Provider != "existing" {
+		return bad("provider %q: use kind or existing", c.Provider)
+	}
+	if c.RegistryPortBase < 1024 || c.RegistryPortBase+len(c.Slots) > 65535 {
+		return bad("registryPortBase %d: use a port from 1024 so that every slot's port (base + index) is below 65536", c.RegistryPortBase)
+	}
+	for _, s := range c.Slots {
+		if err := ValidName(s); err != nil {
+			return bad("slots: %v", err)
+		}
+	}
+	if c.Provider == "kind" && !nameRE.MatchString(c.ClusterPrefix) {
+		return bad("clusterPrefix %q: use lower-case letters, digits and '-'", c.ClusterPrefix)
+	}
+	return nil
+}
+
+// Names are everything derived from a slot's name: two slots never share one.
+type Names struct {
+	Slot         string `json:"slot"`
+	Index        int    `json:"index"`
+	Cluster      string `json:"cluster"`
+	Context      string `json:"context"`
+	Registry     string `json:"registry"`
+	RegistryPort int    `json:"registryPort"`
+	// Workloads are the CAPD workload clusters' names in this slot.
+	Workloads []string          `json:"workloads,omitempty"`
+	Variables map[string]string `json:"variables,omitempty"`
+}
+
+// NamesFor derives a slot's names; the slot must be listed in Slots.
+func (c *Config) NamesFor(slotName string) (*Names, error) {
+	if err := ValidName(slotName); err != nil {
+		return nil, &ConfigError{err}
+	}
+	idx := slices.Index(c.Slots, slotName)
+	if idx < 0 {
+		return nil, &ConfigError{fmt.Errorf("slot %q is not one of the configured slots %v: add it to slots: in the state dir's config.yaml", slotName, c.Slots)}
+	}
+	n := &Names{Slot: slotName, Index: idx,
+		Cluster:      c.ClusterPrefix + "-" + slotName,
+		Registry:     c.RegistryName + "-" + slotName,
+		RegistryPort: c.RegistryPortBase + idx,
+		Variables:    map[string]string{},
+	}
+	n.Context = "kind-" + n.Cluster
+	for _, w := range c.WorkloadClusters {
+		n.Workloads = append(n.Workloads, w+"-"+slotName)
+	}
+	for k, v := range c.Variables {
+		n.Variables[k] = strings.ReplaceAll(v, "${SLOT}", slotName)
+	}
+	return n, nil
+}

@@ -1,0 +1,121 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster"
+	kindlog "sigs.k8s.io/kind/pkg/log"
+	"sigs.k8s.io/yaml"
+)
+
+// ClusterProvider creates and deletes kind clusters. The real one is the
+// kind library on Docker; tests register an in-process fake with the same
+// contract.
+type ClusterProvider interface {
+	// Create creates cluster name from cfg and writes its context
+	// (kind-<name>) into kubeconfig ("" : kubectl's default file).
+	Create(ctx context.Context, name string, cfg *v1alpha4.Cluster, kubeconfig string) error
+	// Delete deletes the cluster and its kubeconfig entries; deleting a
+	// cluster that does not exist is not an error.
+	Delete(ctx context.Context, name, kubeconfig string) error
+	// Exists reports whether the cluster exists.
+	Exists(ctx context.Context, name string) (bool, error)
+}
+
+// KindConfig is the management cluster of stage-and-create-cluster.sh: one
+// control-plane node with the Docker socket mounted (CAPD drives the host's
+// Docker through it), on the pinned node image.
+func KindConfig(c *Config, n *Names) *v1alpha4.Cluster {
+	cfg := &v1alpha4.Cluster{
+		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Name:     n.Cluster,
+		Nodes: []v1alpha4.Node{{
+			Role:  v1alpha4.ControlPlaneRole,
+			Image: c.NodeImage,
+			ExtraMounts: []v1alpha4.Mount{{
+				HostPath:      c.DockerSocket,
+				ContainerPath: "/var/run/docker.sock",
+			}},
+		}},
+	}
+	return cfg
+}
+
+// KindConfigYAML renders cfg as kind reads it (the golden test's form, and
+// what create records for the operator).
+func KindConfigYAML(cfg *v1alpha4.Cluster) ([]byte, error) {
+	return yaml.Marshal(cfg)
+}
+
+// KindLibrary is the real ClusterProvider: sigs.k8s.io/kind on Docker.
+type KindLibrary struct {
+	Log io.Writer // kind's status lines
+}
+
+func (k KindLibrary) provider() *cluster.Provider {
+	return cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(&kindLogger{w: k.Log}))
+}
+
+// Create implements ClusterProvider.
+func (k KindLibrary) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeconfig string) error {
+	err := k.provider().Create(name,
+		cluster.CreateWithV1Alpha4Config(cfg),
+		cluster.CreateWithKubeconfigPath(kubeconfig),
+		cluster.CreateWithWaitForReady(3*time.Minute),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false))
+	if err != nil {
+		return fmt.Errorf("kind create cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// Delete implements ClusterProvider.
+func (k KindLibrary) Delete(_ context.Context, name, kubeconfig string) error {
+	if err := k.provider().Delete(name, kubeconfig); err != nil {
+		return fmt.Errorf("kind delete cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// Exists implements ClusterProvider.
+func (k KindLibrary) Exists(_ context.Context, name string) (bool, error) {
+	names, err := k.provider().List()
+	if err != nil {
+		return false, fmt.Errorf("listing kind clusters: %w", err)
+	}
+	return slices.Contains(names, name), nil
+}
+
+// kindLogger forwards kind's status to a writer.
+type kindLogger struct{ w io.Writer }
+
+func (l *kindLogger) out() io.Writer {
+	if l.w == nil {
+		return io.Discard
+	}
+	return l.w
+}
+func (l *kindLogger) Warn(m string)                         { fmt.Fprintln(l.out(), "kind: warning:", m) }
+func (l *kindLogger) Warnf(f string, a ...any)              { l.Warn(fmt.Sprintf(f, a...)) }
+func (l *kindLogger) Error(m string)                        { fmt.Fprintln(l.out(), "kind: error:", m) }
+func (l *kindLogger) Errorf(f string, a ...any)             { l.Error(fmt.Sprintf(f, a...)) }
+func (l *kindLogger) V(lv kindlog.Level) kindlog.InfoLogger { return &kindInfo{l: l, on: lv <= 0} }
+
+type kindInfo struct {
+	l  *kindLogger
+	on bool
+}
+
+func (i *kindInfo) Info(m string) {
+	if i.on {
+		fmt.Fprintln(i.l.out(), "kind:", m)
+	}
+}
+func (i *kindInfo) Infof(f string, a ...any) { i.Info(fmt.Sprintf(f, a...)) }
+func (i *kindInfo) Enabled() bool            { return i.on }
