@@ -2,7 +2,6 @@ package kubectlbundle_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,49 +14,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 )
 
-// The stand-ins testscript registers for what this machine cannot run
-// (Docker), and the commands that start real API servers for scripts.
-
-// fakeDocker is registered as the program docker. It appends its argv to
-// $FAKE_DOCKER/calls and answers from files under $FAKE_DOCKER:
-//
-//	ports/<container>    the output of `docker port <container> ...`
-//	fail/<subcommand>    exit 1 with this file's content on stderr
-func fakeDocker() {
-	dir := os.Getenv("FAKE_DOCKER")
-	if dir == "" {
-		fmt.Fprintln(os.Stderr, "fake docker: FAKE_DOCKER is not set")
-		os.Exit(2)
-	}
-	args := os.Args[1:]
-	f, err := os.OpenFile(filepath.Join(dir, "calls"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err == nil {
-		fmt.Fprintln(f, "docker "+strings.Join(args, " "))
-		f.Close()
-	}
-	if len(args) == 0 {
-		os.Exit(2)
-	}
-	if msg, err := os.ReadFile(filepath.Join(dir, "fail", args[0])); err == nil {
-		os.Stderr.Write(msg)
-		os.Exit(1)
-	}
-	switch args[0] {
-	case "port":
-		if len(args) < 2 {
-			os.Exit(2)
-		}
-		out, err := os.ReadFile(filepath.Join(dir, "ports", args[1]))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "Error: No such container: %s\n", args[1])
-			os.Exit(1)
-		}
-		os.Stdout.Write(out)
-	default:
-		fmt.Fprintf(os.Stderr, "fake docker: %s is not faked\n", args[0])
-		os.Exit(1)
-	}
-}
+// The commands that start real API servers for scripts.
 
 type serversKey struct{}
 

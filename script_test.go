@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"k8s.io/client-go/rest"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
@@ -33,6 +35,12 @@ func TestMain(m *testing.M) {
 	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	journalMain := func() { os.Exit(journalcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	gateMain := func() { os.Exit(gatecmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
+	// The slot binary with the in-process kind fake; docker and zarf are
+	// the fake programs below, found on PATH as the real ones would be.
+	slotMain := func() {
+		os.Exit(slotcmd.MainWith(context.Background(), cli.OSStreams(), os.Args,
+			slotcmd.Deps{Kind: fakeKind{}, Probe: fakeProbe, Sleep: func(time.Duration) {}}))
+	}
 	testscript.Main(m, map[string]func(){
 		"kubectl-bundle-verify":  verify,
 		"kubectl-bundle_verify":  verify,
@@ -41,7 +49,10 @@ func TestMain(m *testing.M) {
 		"kubectl-bundle-gate":    gateMain,
 		"kubectl-bundle_gate":    gateMain,
 		"journal-script":         journalScript,
+		"kubectl-bundle-slot":    slotMain,
+		"kubectl-bundle_slot":    slotMain,
 		"docker":                 fakeDocker,
+		"zarf":                   fakeZarf,
 	})
 }
 
@@ -113,11 +124,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			env.Values[lockKey{}] = &heldLock{}
 			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
-			fake := filepath.Join(env.WorkDir, "fake-docker")
-			if err := os.MkdirAll(filepath.Join(fake, "ports"), 0o755); err != nil {
+			fakes := filepath.Join(env.WorkDir, "fakes")
+			if err := os.MkdirAll(filepath.Join(fakes, "ports"), 0o755); err != nil {
 				return err
 			}
-			env.Setenv("FAKE_DOCKER", fake)
+			env.Setenv("FAKES", fakes)
 			if zarf != "" {
 				env.Setenv("ZARF", zarf)
 			}

@@ -47,6 +47,20 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 	return stdout.Bytes(), nil
 }
 
+// WithEnv returns r with env added to the environment of the commands it
+// runs, when r supports that (Exec does, and fakes may, with a WithEnv
+// method); otherwise r itself.
+func WithEnv(r Runner, env ...string) Runner {
+	switch e := r.(type) {
+	case Exec:
+		e.Env = append(append([]string{}, e.Env...), env...)
+		return e
+	case interface{ WithEnv(...string) Runner }:
+		return e.WithEnv(env...)
+	}
+	return r
+}
+
 // RunError is a command that could not be started or exited non-zero.
 type RunError struct {
 	Argv   []string
@@ -63,6 +77,11 @@ func (e *RunError) Error() string {
 }
 
 func (e *RunError) Unwrap() error { return e.Err }
+
+// ExitCode makes a failed external command an environment failure (3),
+// whatever the command's own exit status; without it the wrapped
+// *exec.ExitError's status would leak through as ours.
+func (e *RunError) ExitCode() int { return 3 }
 
 // NotFound reports whether err is a command that does not exist on PATH.
 func NotFound(err error) bool {

@@ -32,14 +32,16 @@ type Record struct {
 	// Context is the kube context that reaches the slot's cluster.
 	Context string `json:"context"`
 	// Kubeconfig is the file holding Context ("" : kubectl's default rules).
-	Kubeconfig   string       `json:"kubeconfig,omitempty"`
-	Registry     string       `json:"registry,omitempty"`
-	RegistryPort int          `json:"registryPort,omitempty"`
-	Package      *PackageRef  `json:"package,omitempty"`
-	Gate         *GateResult  `json:"gate,omitempty"`
-	State        string       `json:"state,omitempty"`
-	Created      time.Time    `json:"created,omitzero"`
-	Steps        []StepRecord `json:"steps,omitempty"`
+	Kubeconfig   string      `json:"kubeconfig,omitempty"`
+	Registry     string      `json:"registry,omitempty"`
+	RegistryPort int         `json:"registryPort,omitempty"`
+	Package      *PackageRef `json:"package,omitempty"`
+	Gate         *GateResult `json:"gate,omitempty"`
+	State        string      `json:"state,omitempty"`
+	// Inputs is a digest of the settings create used (same inputs: no-op).
+	Inputs  string       `json:"inputs,omitempty"`
+	Created time.Time    `json:"created,omitzero"`
+	Steps   []StepRecord `json:"steps,omitempty"`
 }
 
 // PackageRef is the package deployed into a slot.

@@ -1,0 +1,107 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// loadingRules are kubectl's: the explicit file, else $KUBECONFIG (a
+// list), else ~/.kube/config.
+func loadingRules(kubeconfig string) *clientcmd.ClientConfigLoadingRules {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	return rules
+}
+
+// KubeconfigPath is slots/<slot>.kubeconfig: the slot's one context,
+// flattened, as the current context. zarf, which takes no context flag, is
+// run with KUBECONFIG set to it, so the operator's current context is
+// never changed.
+func KubeconfigPath(d *state.Dir, slotName string) string {
+	return d.Join("slots", slotName+".kubeconfig")
+}
+
+// writeSlotKubeconfig extracts context from the operator's kubeconfig.
+func writeSlotKubeconfig(d *state.Dir, slotName, kubeconfig, context string) error {
+	raw, err := loadingRules(kubeconfig).Load()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if _, ok := raw.Contexts[context]; !ok {
+		return fmt.Errorf("kube context %q does not exist in the kubeconfig (kubectl config get-contexts lists them)", context)
+	}
+	raw.CurrentContext = context
+	if err := clientcmdapi.MinifyConfig(raw); err != nil {
+		return fmt.Errorf("extracting context %s: %w", context, err)
+	}
+	if err := clientcmdapi.FlattenConfig(raw); err != nil {
+		return fmt.Errorf("flattening context %s: %w", context, err)
+	}
+	data, err := clientcmd.Write(*raw)
+	if err != nil {
+		return err
+	}
+	if _, err := d.MkdirAll("slots"); err != nil {
+		return err
+	}
+	return state.WriteFile(KubeconfigPath(d, slotName), data)
+}
+
+// restConfig builds a client config for context in kubeconfig.
+func restConfig(kubeconfig, context string) (*rest.Config, error) {
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loadingRules(kubeconfig),
+		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+}
+
+// ping checks that the API server behind cfg answers within timeout.
+func ping(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { _, err := dc.ServerVersion(); done <- err }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Manager) preflightExisting(ctx context.Context, rep *PreflightReport) {
+	es, ok := m.Config.Existing[rep.Slot]
+	if !ok || es.Context == "" {
+		rep.add("context", false, "no kube context configured for slot %s: pass --context (and --kubeconfig), or set existing.%s.context in config.yaml", rep.Slot, rep.Slot)
+		return
+	}
+	cfg, err := restConfig(es.Kubeconfig, es.Context)
+	if err != nil {
+		rep.add("context", false, "%v", err)
+		return
+	}
+	if err := ping(ctx, cfg, 10*time.Second); err != nil {
+		rep.add("context", false, "context %s (%s) is unreachable: %v", es.Context, cfg.Host, err)
+		return
+	}
+	rep.add("context", true, "context %s reaches %s", es.Context, cfg.Host)
+}
+
+// removeSlotKubeconfig deletes slots/<slot>.kubeconfig.
+func removeSlotKubeconfig(d *state.Dir, slotName string) error {
+	if err := os.Remove(KubeconfigPath(d, slotName)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,564 @@
+package slot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// Slot states recorded in Record.State.
+const (
+	StateCreating   = "creating"
+	StateReady      = "ready"
+	StateFailed     = "failed"
+	StateDestroying = "destroying"
+)
+
+// Manager builds, deploys and destroys slots. The cmd layer holds the
+// state dir's lock around every mutating call.
+type Manager struct {
+	Dir    *state.Dir
+	Config *Config
+	// Run runs docker and zarf.
+	Run runner.Runner
+	// Kind creates kind clusters (the kind library, or a test fake).
+	Kind ClusterProvider
+	// Kubeconfig is the file kind writes contexts into ("" : kubectl's default).
+	Kubeconfig string
+	// Probe GETs a registry's /v2/ through its published port.
+	Probe func(ctx context.Context, url string) error
+	// Sleep waits between registry health polls.
+	Sleep func(time.Duration)
+	// Log receives one line per step.
+	Log io.Writer
+	// Journal, when set, records every step in the history.
+	Journal *journal.Journal
+}
+
+func (m *Manager) logf(format string, args ...any) {
+	if m.Log != nil {
+		fmt.Fprintf(m.Log, format+"\n", args...)
+	}
+}
+
+func (m *Manager) record(slotName, detail, status string, err error) {
+	if m.Journal == nil {
+		return
+	}
+	ev := journal.Event{Type: "slot", Slot: slotName, Detail: detail, Status: status}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	if jerr := m.Journal.Record(ev); jerr != nil {
+		m.logf("warning: recording %s %s in the journal: %v", detail, status, jerr)
+	}
+}
+
+// step runs one recorded provider step of op on rec.
+func (m *Manager) step(rec *Record, op, name string, fn func() error) error {
+	detail := op + "/" + name
+	m.logf("slot %s: %s", rec.Name, detail)
+	m.record(rec.Name, detail, "started", nil)
+	state.CrashPoint("slot:" + detail)
+	if err := fn(); err != nil {
+		m.record(rec.Name, detail, "failed", err)
+		if op == "create" {
+			rec.State = StateFailed
+			_ = Save(m.Dir, rec)
+		}
+		return fmt.Errorf("slot %s: %s: %w", rec.Name, detail, err)
+	}
+	rec.Steps = append(rec.Steps, StepRecord{Name: detail, Done: true, Finished: time.Now().UTC()})
+	if err := Save(m.Dir, rec); err != nil {
+		return err
+	}
+	m.record(rec.Name, detail, "done", nil)
+	return nil
+}
+
+// CreateOptions are the inputs of create beyond the config.
+type CreateOptions struct {
+	// PackageBytes sizes the disk check (the package to deploy next).
+	PackageBytes int64
+}
+
+// inputs is what makes two creates "the same": a slot created with other
+// inputs must be destroyed before it is created again.
+func (m *Manager) inputs(n *Names) string {
+	c := m.Config
+	parts := []string{c.Provider, n.Cluster, n.Context, n.Registry, strconv.Itoa(n.RegistryPort)}
+	if c.Provider == "kind" {
+		parts = append(parts, c.NodeImage, c.RegistryImage, c.DockerSocket, m.Kubeconfig)
+		if p, err := m.InitPackage(); err == nil {
+			parts = append(parts, p)
+		}
+	} else {
+		es := c.Existing[n.Slot]
+		parts = append(parts, es.Context, es.Kubeconfig, strconv.FormatBool(es.Init))
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ErrAlreadyCreated is returned (wrapped in nothing) when create finds the
+// slot already built with the same inputs: a no-op.
+var ErrAlreadyCreated = errors.New("already created")
+
+// ConflictError is a slot that exists with other settings, or the active
+// slot asked to be destroyed.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// ExitCode: a conflict.
+func (e *ConflictError) ExitCode() int { return 4 }
+
+// Create builds slotName: preflight, then the provider's steps, each
+// recorded. Created with the same inputs already: ErrAlreadyCreated. Left
+// half-built by a crash or failure: destroyed and rebuilt.
+func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) (*Record, error) {
+	n, err := m.Config.NamesFor(slotName)
+	if err != nil {
+		return nil, err
+	}
+	in := m.inputs(n)
+	old, err := Load(m.Dir, slotName)
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		old = nil
+	case err != nil:
+		return nil, err
+	}
+	if old != nil {
+		switch {
+		case old.State == StateReady && old.Inputs == in:
+			return old, ErrAlreadyCreated
+		case old.State == StateReady:
+			return nil, &ConflictError{fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (kubectl bundle-slot destroy %s)", slotName, old.Provider, old.Context, slotName)}
+		default:
+			m.logf("slot %s: recorded as %s, not finished: destroying it to rebuild from a clean state", slotName, old.State)
+			if err := m.Destroy(ctx, slotName, DestroyOptions{Force: true}); err != nil {
+				return nil, fmt.Errorf("cleaning up the unfinished slot %s: %w", slotName, err)
+			}
+		}
+	}
+	pre, err := m.Preflight(ctx, slotName, o.PackageBytes)
+	if err != nil {
+		return nil, err
+	}
+	if pre.Blocked {
+		return nil, &PreflightError{Report: pre}
+	}
+	rec := &Record{Name: slotName, Provider: m.Config.Provider, Context: n.Context, State: StateCreating,
+		Created: time.Now().UTC(), Inputs: in}
+	if m.Config.Provider == "kind" {
+		rec.Cluster, rec.Registry, rec.RegistryPort, rec.Kubeconfig = n.Cluster, n.Registry, n.RegistryPort, m.Kubeconfig
+	} else {
+		es := m.Config.Existing[slotName]
+		rec.Context, rec.Kubeconfig = es.Context, absPath(es.Kubeconfig)
+	}
+	if err := Save(m.Dir, rec); err != nil {
+		return nil, err
+	}
+	m.record(slotName, "create", "started", nil)
+	if m.Config.Provider == "kind" {
+		err = m.createKind(ctx, rec, n)
+	} else {
+		err = m.createExisting(ctx, rec)
+	}
+	if err != nil {
+		return rec, err
+	}
+	rec.State = StateReady
+	if err := Save(m.Dir, rec); err != nil {
+		return nil, err
+	}
+	m.record(slotName, "create", "done", nil)
+	return rec, nil
+}
+
+func absPath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+func (m *Manager) createKind(ctx context.Context, rec *Record, n *Names) error {
+	initPkg, err := m.InitPackage()
+	if err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "load-images", func() error {
+		for _, a := range m.archives() {
+			m.logf("  docker load -i %s", filepath.Base(a))
+			if _, err := m.Run.Run(ctx, "docker", "load", "-i", a); err != nil {
+				return fmt.Errorf("%w (is the archive a docker save tarball?)", err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "cluster", func() error {
+		return m.Kind.Create(ctx, n.Cluster, KindConfig(m.Config, n), m.Kubeconfig)
+	}); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "registry", func() error { return m.startRegistry(ctx, n) }); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "kubeconfig", func() error {
+		return writeSlotKubeconfig(m.Dir, rec.Name, m.Kubeconfig, n.Context)
+	}); err != nil {
+		return err
+	}
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+}
+
+func (m *Manager) createExisting(ctx context.Context, rec *Record) error {
+	es := m.Config.Existing[rec.Name]
+	if err := m.step(rec, "create", "kubeconfig", func() error {
+		return writeSlotKubeconfig(m.Dir, rec.Name, es.Kubeconfig, es.Context)
+	}); err != nil {
+		return err
+	}
+	if !es.Init {
+		return nil
+	}
+	initPkg, err := m.InitPackage()
+	if err != nil {
+		return err
+	}
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+}
+
+// startRegistry runs the slot's registry as stage-and-create-cluster.sh
+// does, waits for its health check, and probes /v2/ on the published port.
+func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
+	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
+	port := strconv.Itoa(n.RegistryPort)
+	if _, err := m.Run.Run(ctx, "docker", "run", "-d", "--name", n.Registry, "--network", "kind",
+		"-p", "127.0.0.1:"+port+":5000",
+		"--label", "dev.kubectl-bundle.slot="+n.Slot,
+		"--health-cmd", "wget --spider --quiet http://localhost:5000/v2/ || exit 1",
+		"--health-interval=1s", "--health-timeout=2s", "--health-retries=15",
+		m.Config.RegistryImage); err != nil {
+		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
+	}
+	status := ""
+	for range 30 {
+		out, err := m.Run.Run(ctx, "docker", "inspect", "--format", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", n.Registry)
+		if err != nil {
+			return err
+		}
+		status = strings.TrimSpace(string(out))
+		if status == "healthy" || status == "unhealthy" || status == "none" {
+			break
+		}
+		m.sleep(time.Second)
+	}
+	if status != "healthy" && status != "none" {
+		return fmt.Errorf("registry %s health status is %q (docker logs %s shows why)", n.Registry, status, n.Registry)
+	}
+	url := "http://127.0.0.1:" + port + "/v2/"
+	var err error
+	for range 15 {
+		if err = m.probe(ctx, url); err == nil {
+			return nil
+		}
+		m.sleep(time.Second)
+	}
+	return fmt.Errorf("registry %s is not reachable through %s: %w", n.Registry, url, err)
+}
+
+func (m *Manager) sleep(d time.Duration) {
+	if m.Sleep != nil {
+		m.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+func (m *Manager) probe(ctx context.Context, url string) error {
+	if m.Probe != nil {
+		return m.Probe(ctx, url)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// zarf runs zarf against the slot's cluster only.
+func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) error {
+	r := runner.WithEnv(m.Run, "KUBECONFIG="+KubeconfigPath(m.Dir, slotName))
+	_, err := r.Run(ctx, "zarf", args...)
+	return err
+}
+
+func (m *Manager) zarfInit(ctx context.Context, slotName, initPkg string) error {
+	return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=nodeport", "--components=", "--confirm")
+}
+
+// DeployOptions tune deploy.
+type DeployOptions struct {
+	// Insecure deploys a package that verify has not staged.
+	Insecure bool
+	// Key is passed to zarf so that it checks the signature too.
+	Key string
+}
+
+// Staged is a package as deploy finds it in the state dir.
+type Staged struct {
+	Digest   string
+	Path     string
+	Name     string
+	Version  string
+	Verified bool
+	Signer   string
+}
+
+// ResolvePackage finds PACKAGE: a staged digest, or a path whose sha256
+// is staged; with insecure, an unstaged path as it is.
+func ResolvePackage(d *state.Dir, arg string, insecure bool) (*Staged, error) {
+	digest := strings.TrimPrefix(arg, "sha256:")
+	isDigest := len(digest) == 64 && strings.Trim(digest, "0123456789abcdef") == ""
+	if !isDigest {
+		sum, err := fileSHA256(arg)
+		if err != nil {
+			return nil, &usageError{fmt.Errorf("reading package %s: %w", arg, err)}
+		}
+		digest = sum
+	}
+	dir := d.Join("packages", digest)
+	if _, err := os.Stat(dir); err != nil {
+		if isDigest {
+			return nil, &usageError{fmt.Errorf("package %s is not staged (kubectl bundle-verify --stage PACKAGE verifies and stages it)", digest)}
+		}
+		if !insecure {
+			return nil, &NotVerifiedError{Path: arg}
+		}
+		return &Staged{Digest: digest, Path: arg}, nil
+	}
+	s := &Staged{Digest: digest}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if n := e.Name(); n != "verification.json" && !strings.HasSuffix(n, ".sha256") {
+			s.Path = filepath.Join(dir, n)
+		}
+	}
+	var vr struct {
+		Report struct {
+			Verified bool `json:"verified"`
+			Package  struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"package"`
+			Signer struct {
+				Method         string `json:"method"`
+				KeyFingerprint string `json:"keyFingerprint"`
+			} `json:"signer"`
+		} `json:"report"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "verification.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &vr)
+	}
+	if err != nil || s.Path == "" {
+		return nil, fmt.Errorf("staged package %s is incomplete (%v): stage it again with kubectl bundle-verify --stage", digest, err)
+	}
+	s.Verified, s.Name, s.Version = vr.Report.Verified, vr.Report.Package.Name, vr.Report.Package.Version
+	s.Signer = vr.Report.Signer.Method
+	if !s.Verified && !insecure {
+		return nil, &NotVerifiedError{Path: arg}
+	}
+	return s, nil
+}
+
+// NotVerifiedError is a package verify has not accepted.
+type NotVerifiedError struct{ Path string }
+
+func (e *NotVerifiedError) Error() string {
+	return fmt.Sprintf("package %s has not been verified and staged: run kubectl bundle-verify --stage %s first (or pass --insecure to deploy it unverified)", e.Path, e.Path)
+}
+
+// ExitCode: refusing an unverified package is a negative verdict.
+func (e *NotVerifiedError) ExitCode() int { return 1 }
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Deploy runs zarf package deploy of a staged package against the slot's
+// cluster and records it in the slot's record.
+func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOptions) (*Record, error) {
+	rec, err := Load(m.Dir, slotName)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != StateReady {
+		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: kubectl bundle-slot create %s finishes it", slotName, rec.State, slotName)}
+	}
+	st, err := ResolvePackage(m.Dir, pkg, o.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Verified {
+		m.logf("warning: deploying %s without verification (--insecure)", st.Path)
+	}
+	n, err := m.Config.NamesFor(slotName)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"package", "deploy", st.Path, "--confirm"}
+	if o.Key != "" {
+		args = append(args, "--key", o.Key)
+	}
+	keys := make([]string, 0, len(n.Variables))
+	for k := range n.Variables {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--set-variables", k+"="+n.Variables[k])
+	}
+	if err := m.step(rec, "deploy", st.Digest[:12], func() error { return m.zarf(ctx, slotName, args...) }); err != nil {
+		prev := "none"
+		if rec.Package != nil {
+			prev = rec.Package.Digest
+		}
+		return rec, fmt.Errorf("%w\nthe slot's record still names its previous package (%s); kubectl bundle-gate --slot %s shows the cluster's state", err, prev, slotName)
+	}
+	rec.Package = &PackageRef{Digest: st.Digest, Name: st.Name, Version: st.Version, Deployed: time.Now().UTC()}
+	// A gate result was for the package deployed before.
+	rec.Gate = nil
+	if err := Save(m.Dir, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// DestroyOptions tune destroy.
+type DestroyOptions struct {
+	// Force destroys the active slot too.
+	Force bool
+}
+
+// Destroy removes everything of slotName: its kind cluster and contexts,
+// registry container, CAPD workload containers, kubeconfig and record.
+// Idempotent: what is already gone is skipped. An existing-provider slot's
+// cluster is left alone: only the record is dropped.
+func (m *Manager) Destroy(ctx context.Context, slotName string, o DestroyOptions) error {
+	n, err := m.Config.NamesFor(slotName)
+	if err != nil {
+		return err
+	}
+	active, _ := state.ReadPointer(m.Dir.Join("active"))
+	if active == slotName && !o.Force {
+		return &ConflictError{fmt.Sprintf("slot %s is the active slot: switch away first (kubectl bundle-switch), or pass --force to destroy it anyway", slotName)}
+	}
+	rec, err := Load(m.Dir, slotName)
+	var nf *NotFoundError
+	if errors.As(err, &nf) {
+		rec = &Record{Name: slotName, Provider: m.Config.Provider, Cluster: n.Cluster, Registry: n.Registry, Kubeconfig: m.Kubeconfig}
+	} else if err != nil {
+		return err
+	} else {
+		rec.State = StateDestroying
+		if err := Save(m.Dir, rec); err != nil {
+			return err
+		}
+	}
+	if rec.Provider == "kind" {
+		if err := m.step(rec, "destroy", "cluster", func() error { return m.Kind.Delete(ctx, n.Cluster, rec.Kubeconfig) }); err != nil {
+			return err
+		}
+		if err := m.step(rec, "destroy", "containers", func() error { return m.removeContainers(ctx, n) }); err != nil {
+			return err
+		}
+	} else {
+		m.logf("slot %s: the existing cluster (context %s) is left as it is; only the slot's record is removed", slotName, rec.Context)
+	}
+	if err := removeSlotKubeconfig(m.Dir, slotName); err != nil {
+		return err
+	}
+	state.CrashPoint("slot:destroy/record")
+	if err := os.Remove(path(m.Dir, slotName)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := state.SyncDir(m.Dir.Join("slots")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	m.record(slotName, "destroy", "done", nil)
+	return nil
+}
+
+// removeContainers removes the slot's registry and CAPD workload
+// containers; never a container of another slot.
+func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
+	cs, err := m.containers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.Name == n.Registry || ownedWorkload(c.Name, n) {
+			m.logf("  docker rm -f %s", c.Name)
+			if _, err := m.Run.Run(ctx, "docker", "rm", "-f", c.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func ownedWorkload(name string, n *Names) bool {
+	for _, w := range n.Workloads {
+		if strings.HasPrefix(name, w+"-") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package slotcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+func printFindings(w io.Writer, rep *slot.PreflightReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, f := range rep.Findings {
+		mark := "✔"
+		if !f.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\n", mark, f.Check, f.Message)
+	}
+	tw.Flush()
+	if rep.Blocked {
+		fmt.Fprintf(w, "slot %s cannot be built here: fix the ✗ findings above\n", rep.Slot)
+	} else {
+		fmt.Fprintf(w, "slot %s can be built here (%s provider)\n", rep.Slot, rep.Provider)
+	}
+}
+
+func summary(r *slot.Record) string {
+	if r.Provider == "existing" {
+		return fmt.Sprintf("existing cluster, context %s", r.Context)
+	}
+	return fmt.Sprintf("kind cluster %s (context %s), registry %s on 127.0.0.1:%d", r.Cluster, r.Context, r.Registry, r.RegistryPort)
+}
+
+func packageString(p *slot.PackageRef) string {
+	if p == nil {
+		return "-"
+	}
+	s := p.Digest
+	if len(s) > 12 {
+		s = s[:12]
+	}
+	if p.Name != "" {
+		s = fmt.Sprintf("%s %s (%s)", p.Name, p.Version, s)
+	}
+	return s
+}
+
+func gateString(g *slot.GateResult) string {
+	if g == nil {
+		return "-"
+	}
+	v := "passed"
+	if !g.Passed {
+		v = "FAILED"
+	}
+	return fmt.Sprintf("%s %s ago", v, time.Since(g.Time).Round(time.Second))
+}
+
+// listing is one slot as list and describe show it.
+type listing struct {
+	*slot.Record
+	Active bool `json:"active"`
+}
+
+func load(s *session) ([]listing, error) {
+	names, err := slot.List(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	active, _ := state.ReadPointer(s.dir.Join("active"))
+	out := []listing{}
+	for _, n := range names {
+		rec, err := slot.Load(s.dir, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listing{Record: rec, Active: n == active})
+	}
+	return out, nil
+}
+
+func list(_ context.Context, cmd *cli.Command, s *session) error {
+	if cmd.Args().Len() > 0 {
+		return kcli.Usage("list takes no arguments")
+	}
+	ls, err := load(s)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, ls)
+	}
+	if len(ls) == 0 {
+		_, err := fmt.Fprintln(s.streams.Out, "no slots (kubectl bundle-slot create a builds one)")
+		return err
+	}
+	tw := tabwriter.NewWriter(s.streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tACTIVE\tPROVIDER\tSTATE\tCONTEXT\tPACKAGE\tGATE")
+	for _, l := range ls {
+		act := ""
+		if l.Active {
+			act = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, act, l.Provider, l.State, l.Context, packageString(l.Package), gateString(l.Gate))
+	}
+	return tw.Flush()
+}
+
+func describe(_ context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	rec, err := slot.Load(s.dir, name)
+	if err != nil {
+		return err
+	}
+	active, _ := state.ReadPointer(s.dir.Join("active"))
+	l := listing{Record: rec, Active: active == name}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, l)
+	}
+	tw := tabwriter.NewWriter(s.streams.Out, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("slot", name)
+	row("active", fmt.Sprint(l.Active))
+	row("provider", rec.Provider)
+	row("state", rec.State)
+	if rec.Cluster != "" {
+		row("cluster", rec.Cluster)
+	}
+	row("context", rec.Context)
+	if rec.Kubeconfig != "" {
+		row("kubeconfig", rec.Kubeconfig)
+	}
+	if rec.Registry != "" {
+		row("registry", fmt.Sprintf("%s on 127.0.0.1:%d", rec.Registry, rec.RegistryPort))
+	}
+	row("package", packageString(rec.Package))
+	if rec.Package != nil {
+		row("deployed", rec.Package.Deployed.Format(time.RFC3339))
+	}
+	row("gate", gateString(rec.Gate))
+	if rec.Gate != nil && len(rec.Gate.Failed) > 0 {
+		row("failed checks", fmt.Sprint(rec.Gate.Failed))
+	}
+	row("created", rec.Created.Format(time.RFC3339))
+	for _, st := range rec.Steps {
+		row("  step", fmt.Sprintf("%s done %s", st.Name, st.Finished.Format(time.RFC3339)))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,315 @@
+// Package slotcmd is the kubectl-bundle-slot command: preflight, create,
+// deploy, destroy, list and describe side-by-side environments.
+package slotcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+const description = `A slot is a named environment (a, b) holding one management cluster and its
+registry. Blue/green needs two at once; recreate and in-place use one. Every
+name is derived from the slot, so two slots never collide:
+
+  kind cluster   <clusterPrefix>-<slot>      (airgap-mgmt-a; context kind-airgap-mgmt-a)
+  registry       <registryName>-<slot>       (krops-registry-airgap-a on 127.0.0.1:<registryPortBase + index>)
+  workloads      <workloadCluster>-<slot>    (the package gets --set-variables SLOT=<slot>)
+
+Providers: kind (default; the kind library on Docker, one control-plane node
+with the Docker socket mounted, then zarf init --registry-mode=nodeport) and
+existing (a kube context you already have; --context).
+
+Settings come from flags, then KUBECTL_BUNDLE_* variables, then
+<state-dir>/config.yaml (kind: Config), then the krops defaults.
+
+Exit codes: 0 ok, 1 preflight found a blocker or the package is unverified,
+2 usage, 3 docker/zarf/cluster failed, 4 locked, or the slot exists with
+other settings, or it is the active slot (destroy without --force).`
+
+// Deps are the parts tests replace: the kind provider and the registry probe.
+type Deps struct {
+	Kind  slot.ClusterProvider
+	Probe func(ctx context.Context, url string) error
+	Sleep func(time.Duration)
+}
+
+// Command builds kubectl-bundle-slot.
+func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
+	slotArg := func(action func(ctx context.Context, cmd *cli.Command, s *session) error, mutate bool) cli.ActionFunc {
+		return func(ctx context.Context, cmd *cli.Command) error {
+			s, err := open(streams, cmd, deps, mutate)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return action(ctx, cmd, s)
+		}
+	}
+	pkgFlag := &cli.StringFlag{Name: "package", Usage: "the package to deploy next (path or staged digest): sizes the disk check"}
+	return &cli.Command{
+		Name:            "kubectl-bundle-slot",
+		Usage:           "create / deploy / destroy / list side-by-side environments (slots) without collisions",
+		Description:     description,
+		Version:         kcli.ToolVersion(),
+		Reader:          streams.In,
+		Writer:          streams.Out,
+		ErrWriter:       streams.ErrOut,
+		Flags:           append(kcli.CommonFlags(), configFlags()...),
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
+				Flags: []cli.Flag{pkgFlag}, Action: slotArg(preflight, false)},
+			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
+				Flags: []cli.Flag{pkgFlag}, Action: slotArg(create, true)},
+			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too", TakesFile: true},
+					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged (not recommended)"},
+				}, Action: slotArg(deploy, true)},
+			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "destroy the active slot too"}},
+				Action: slotArg(destroy, true)},
+			{Name: "list", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
+				Action: slotArg(list, false)},
+			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
+		},
+	}
+}
+
+// Main runs the command with the real kind provider.
+func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
+	return MainWith(ctx, streams, args, Deps{})
+}
+
+// MainWith runs the command with deps (tests).
+func MainWith(ctx context.Context, streams kcli.IOStreams, args []string, deps Deps) int {
+	return kcli.RunCommand(ctx, streams, Command(streams, deps), args)
+}
+
+// settings maps config keys to their flags.
+var settings = []struct{ key, usage string }{
+	{"provider", "kind or existing"},
+	{"clusterPrefix", "kind cluster name prefix (default airgap-mgmt)"},
+	{"registryName", "registry container name prefix (default krops-registry-airgap)"},
+	{"registryPortBase", "host port of slot index 0's registry (default 5002)"},
+	{"registryImage", "registry image"},
+	{"nodeImage", "kind node image (default the pinned kindest/node v1.36.4)"},
+	{"dockerSocket", "Docker socket mounted into the node (default /var/run/docker.sock)"},
+	{"archives", "directory with the zarf init package and docker-save image archives (default ./archives)"},
+	{"initPackageGlob", "init package file name pattern in --archives (default zarf-init-*-v*.tar.zst)"},
+}
+
+func configFlags() []cli.Flag {
+	var fs []cli.Flag
+	for _, s := range settings {
+		fs = append(fs, &cli.StringFlag{Name: flagName(s.key), Usage: s.usage + " [$" + slot.EnvVars[s.key] + "]"})
+	}
+	return append(fs,
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig kind writes to, and existing contexts are read from (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
+		&cli.StringFlag{Name: "context", Usage: "existing provider: the slot's kube context"},
+		&cli.BoolFlag{Name: "init", Usage: "existing provider: run zarf init there too"},
+	)
+}
+
+func flagName(key string) string {
+	out := []rune{}
+	for _, r := range key {
+		if r >= 'A' && r <= 'Z' {
+			out = append(out, '-', r+'a'-'A')
+			continue
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+type session struct {
+	streams kcli.IOStreams
+	common  *kcli.Common
+	dir     *state.Dir
+	lock    *state.Lock
+	m       *slot.Manager
+}
+
+func (s *session) close() {
+	if s.lock != nil {
+		_ = s.lock.Unlock()
+	}
+}
+
+func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*session, error) {
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := state.Open(common.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	flags := map[string]string{}
+	for _, s := range settings {
+		flags[s.key] = cmd.String(flagName(s.key))
+	}
+	cfg, err := slot.LoadConfig(dir.Join("config.yaml"), os.Getenv, flags)
+	if err != nil {
+		return nil, err
+	}
+	if ctxName := cmd.String("context"); ctxName != "" && cmd.Args().Len() > 0 {
+		if cfg.Existing == nil {
+			cfg.Existing = map[string]slot.ExistingSlot{}
+		}
+		cfg.Existing[cmd.Args().First()] = slot.ExistingSlot{Context: ctxName, Kubeconfig: cmd.String("kubeconfig"), Init: cmd.Bool("init")}
+	}
+	s := &session{streams: streams, common: common, dir: dir}
+	var log = streams.ErrOut
+	if common.Quiet {
+		log = nil
+	}
+	kind := deps.Kind
+	if kind == nil {
+		kind = slot.KindLibrary{Log: log}
+	}
+	s.m = &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}, Kind: kind, Kubeconfig: cmd.String("kubeconfig"),
+		Probe: deps.Probe, Sleep: deps.Sleep, Log: log}
+	if mutate {
+		if s.lock, err = dir.Lock(); err != nil {
+			return nil, err
+		}
+		j := journal.New(dir)
+		if msg, err := j.Repair(); err != nil {
+			s.close()
+			return nil, err
+		} else if msg != "" && !common.Quiet {
+			fmt.Fprintln(streams.ErrOut, "repaired:", msg)
+		}
+		s.m.Journal = j
+	}
+	return s, nil
+}
+
+func oneSlot(cmd *cli.Command) (string, error) {
+	if cmd.Args().Len() != 1 {
+		return "", kcli.Usage("%s takes one SLOT (e.g. a or b), got %d arguments", cmd.Name, cmd.Args().Len())
+	}
+	return cmd.Args().First(), nil
+}
+
+func packageBytes(s *session, cmd *cli.Command) (int64, error) {
+	p := cmd.String("package")
+	if p == "" {
+		return 0, nil
+	}
+	st, err := slot.ResolvePackage(s.dir, p, true)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(st.Path)
+	if err != nil {
+		return 0, kcli.Usage("--package: %v", err)
+	}
+	return fi.Size(), nil
+}
+
+func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	size, err := packageBytes(s, cmd)
+	if err != nil {
+		return err
+	}
+	rep, err := s.m.Preflight(ctx, name, size)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if err := kcli.WriteJSON(s.streams.Out, rep); err != nil {
+			return err
+		}
+	} else if !s.common.Quiet {
+		printFindings(s.streams.Out, rep)
+	}
+	if rep.Blocked {
+		return &kcli.ExitError{Code: kcli.ExitNegative, Err: errors.New("")}
+	}
+	return nil
+}
+
+func create(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	size, err := packageBytes(s, cmd)
+	if err != nil {
+		return err
+	}
+	rec, err := s.m.Create(ctx, name, slot.CreateOptions{PackageBytes: size})
+	already := errors.Is(err, slot.ErrAlreadyCreated)
+	var pe *slot.PreflightError
+	if errors.As(err, &pe) && !s.common.Quiet && s.common.Output == kcli.OutputText {
+		printFindings(s.streams.ErrOut, pe.Report)
+	}
+	if err != nil && !already {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, rec)
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	if already {
+		_, err = fmt.Fprintf(s.streams.Out, "slot %s already created with these settings: nothing to do\n", name)
+		return err
+	}
+	_, err = fmt.Fprintf(s.streams.Out, "slot %s created: %s\n", name, summary(rec))
+	return err
+}
+
+func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
+	if cmd.Args().Len() != 2 {
+		return kcli.Usage("deploy takes SLOT and PACKAGE (a staged digest, or a path kubectl bundle-verify --stage accepted)")
+	}
+	name, pkg := cmd.Args().Get(0), cmd.Args().Get(1)
+	rec, err := s.m.Deploy(ctx, name, pkg, slot.DeployOptions{Insecure: cmd.Bool("insecure"), Key: cmd.String("key")})
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, rec)
+	}
+	if !s.common.Quiet {
+		fmt.Fprintf(s.streams.Out, "deployed %s into slot %s\n", packageString(rec.Package), name)
+	}
+	return nil
+}
+
+func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	if err := s.m.Destroy(ctx, name, slot.DestroyOptions{Force: cmd.Bool("force")}); err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, map[string]any{"slot": name, "destroyed": true})
+	}
+	if !s.common.Quiet {
+		fmt.Fprintf(s.streams.Out, "slot %s destroyed\n", name)
+	}
+	return nil
+}
