@@ -323,7 +323,8 @@ func (m *Manager) probe(ctx context.Context, url string) error {
 // zarf runs zarf against the slot's cluster only.
 func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) error {
 	r := runner.WithEnv(m.Run, "KUBECONFIG="+KubeconfigPath(m.Dir, slotName))
-	_, err := r.Run(ctx, "zarf", args...)
+	// Plain output: its last lines end up in our error message and the log.
+	_, err := r.Run(ctx, "zarf", append(args, "--no-color")...)
 	return err
 }
 
@@ -337,6 +338,8 @@ type DeployOptions struct {
 	Insecure bool
 	// Key is passed to zarf so that it checks the signature too.
 	Key string
+	// Timeout bounds zarf's wait for the package's resources (0: zarf's default).
+	Timeout time.Duration
 }
 
 // Staged is a package as deploy finds it in the state dir.
@@ -456,6 +459,9 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	args := []string{"package", "deploy", st.Path, "--confirm"}
 	if o.Key != "" {
 		args = append(args, "--key", o.Key)
+	}
+	if o.Timeout > 0 {
+		args = append(args, "--timeout", o.Timeout.String())
 	}
 	keys := make([]string, 0, len(n.Variables))
 	for k := range n.Variables {

@@ -76,6 +76,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too", TakesFile: true},
 					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged (not recommended)"},
+					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf waits for the package's resources (default zarf's)"},
 				}, Action: slotArg(deploy, true)},
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "destroy the active slot too"}},
@@ -284,7 +285,7 @@ func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
 		return kcli.Usage("deploy takes SLOT and PACKAGE (a staged digest, or a path kubectl bundle-verify --stage accepted)")
 	}
 	name, pkg := cmd.Args().Get(0), cmd.Args().Get(1)
-	rec, err := s.m.Deploy(ctx, name, pkg, slot.DeployOptions{Insecure: cmd.Bool("insecure"), Key: cmd.String("key")})
+	rec, err := s.m.Deploy(ctx, name, pkg, slot.DeployOptions{Insecure: cmd.Bool("insecure"), Key: cmd.String("key"), Timeout: cmd.Duration("timeout")})
 	if err != nil {
 		return err
 	}
