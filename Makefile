@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo test unit testbin install uninstall fuzz bench testdata vet lint clean
+.PHONY: all build demo e2e-kind test unit testbin install uninstall fuzz bench testdata vet lint clean
 
 all: build
 
@@ -32,6 +32,10 @@ build:
 ## demo: build, then verify the example package in testdata/ with its key
 demo: build
 	$(BIN)/kubectl-bundle-verify testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst --key testdata/keys/cosign.pub
+
+## e2e-kind: the real kind + Docker path of the slot plugin (needs a Docker engine and E2E_ARCHIVES; not part of test)
+e2e-kind: build testbin
+	hack/e2e-kind.sh
 
 ## testbin: the real zarf, kube-apiserver and etcd, built from the pinned tools modules; rebuilt only when a pin changes
 testbin: $(ZARF_STAMP) $(KUBE_STAMP)
