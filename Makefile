@@ -6,7 +6,7 @@ GO        ?= go
 PREFIX    ?= $(HOME)/.local/bin
 BIN       := $(CURDIR)/bin
 TESTBIN   := $(BIN)/testbin
-PLUGINS   := verify journal gate slot
+PLUGINS   := verify journal gate slot switch
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS   := -s -w -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Version=$(VERSION)
 # The real zarf the tests and the benchmark run: pinned in hack/tools/go.mod.

@@ -145,6 +145,16 @@ func dockerCommand(s *fakeState, args []string) error {
 		if !ok {
 			return fmt.Errorf("Error: No such object: %s", name)
 		}
+		if strings.Contains(strings.Join(args, " "), "NetworkSettings.Networks") {
+			nets := map[string]any{}
+			if c.Network != "" {
+				aliases := append([]string{name}, c.Aliases...)
+				nets[c.Network] = map[string]any{"Aliases": aliases}
+			}
+			out, _ := json.Marshal(nets)
+			fmt.Println(string(out))
+			return nil
+		}
 		h := c.Health
 		if h == "" {
 			h = "healthy"
@@ -281,9 +291,15 @@ func dockerNetwork(s *fakeState, args []string) error {
 	}
 	switch args[0] {
 	case "connect":
-		c.Aliases = append(c.Aliases, alias...)
+		if c.Network == rest[0] {
+			return fmt.Errorf("Error response from daemon: endpoint with name %s already exists in network %s", rest[1], rest[0])
+		}
+		c.Network, c.Aliases = rest[0], alias
 	case "disconnect":
-		c.Aliases = nil
+		if c.Network != rest[0] {
+			return fmt.Errorf("Error response from daemon: container %s is not connected to network %s", rest[1], rest[0])
+		}
+		c.Network, c.Aliases = "", nil
 	default:
 		return fmt.Errorf("fake docker: network %s is not faked", args[0])
 	}

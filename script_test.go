@@ -27,6 +27,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
 )
@@ -34,6 +35,7 @@ import (
 func TestMain(m *testing.M) {
 	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	journalMain := func() { os.Exit(journalcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
+	switchMain := func() { os.Exit(switchcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	gateMain := func() { os.Exit(gatecmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	// The slot binary with the in-process kind fake; docker and zarf are
 	// the fake programs below, found on PATH as the real ones would be.
@@ -49,6 +51,8 @@ func TestMain(m *testing.M) {
 		"kubectl-bundle-gate":    gateMain,
 		"kubectl-bundle_gate":    gateMain,
 		"journal-script":         journalScript,
+		"kubectl-bundle-switch":  switchMain,
+		"kubectl-bundle_switch":  switchMain,
 		"kubectl-bundle-slot":    slotMain,
 		"kubectl-bundle_slot":    slotMain,
 		"docker":                 fakeDocker,

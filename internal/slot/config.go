@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -40,6 +41,14 @@ type Config struct {
 	// creates; per slot they are <name>-<slot> (the package suffixes them
 	// with the SLOT variable). Preflight checks their containers are free.
 	WorkloadClusters []string `yaml:"workloadClusters,omitempty" json:"workloadClusters"`
+	// AliasContext is the kube context that follows the active slot
+	// (default kind-<clusterPrefix>, the name the site's scripts know).
+	AliasContext string `yaml:"aliasContext,omitempty" json:"aliasContext"`
+	// RegistryAlias is the network alias that follows the active slot's registry.
+	RegistryAlias string `yaml:"registryAlias,omitempty" json:"registryAlias"`
+	Network       string `yaml:"network,omitempty" json:"network"`
+	// SoakWindow is how long a switch soaks before accept --if-soaked accepts it.
+	SoakWindow string `yaml:"soakWindow,omitempty" json:"soakWindow"`
 	// Existing maps a slot to the kube context the existing provider uses.
 	Existing map[string]ExistingSlot `yaml:"existing,omitempty" json:"existing,omitempty"`
 }
@@ -68,6 +77,9 @@ func Defaults() Config {
 		InitPackageGlob:  "zarf-init-*-v*.tar.zst",
 		Variables:        map[string]string{"SLOT": "${SLOT}"},
 		WorkloadClusters: []string{"airgap-wl"},
+		RegistryAlias:    "krops-registry",
+		Network:          "kind",
+		SoakWindow:       "24h",
 	}
 }
 
@@ -82,6 +94,10 @@ var EnvVars = map[string]string{
 	"dockerSocket":     "KUBECTL_BUNDLE_DOCKER_SOCKET",
 	"archives":         "KUBECTL_BUNDLE_ARCHIVES",
 	"initPackageGlob":  "KUBECTL_BUNDLE_INIT_PACKAGE_GLOB",
+	"aliasContext":     "KUBECTL_BUNDLE_ALIAS_CONTEXT",
+	"registryAlias":    "KUBECTL_BUNDLE_REGISTRY_ALIAS",
+	"network":          "KUBECTL_BUNDLE_NETWORK",
+	"soakWindow":       "KUBECTL_BUNDLE_SOAK_WINDOW",
 }
 
 // ConfigError is a bad config file, variable or flag.
@@ -133,6 +149,9 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			c.Archives = abs
 		}
 	}
+	if c.AliasContext == "" {
+		c.AliasContext = "kind-" + c.ClusterPrefix
+	}
 	return &c, c.validate()
 }
 
@@ -163,6 +182,10 @@ func merge(c, f *Config) {
 	str(&c.DockerSocket, f.DockerSocket)
 	str(&c.Archives, f.Archives)
 	str(&c.InitPackageGlob, f.InitPackageGlob)
+	str(&c.AliasContext, f.AliasContext)
+	str(&c.RegistryAlias, f.RegistryAlias)
+	str(&c.Network, f.Network)
+	str(&c.SoakWindow, f.SoakWindow)
 	if f.RegistryPortBase != 0 {
 		c.RegistryPortBase = f.RegistryPortBase
 	}
@@ -204,6 +227,14 @@ func set(c *Config, key, v string) error {
 		c.Archives = v
 	case "initPackageGlob":
 		c.InitPackageGlob = v
+	case "aliasContext":
+		c.AliasContext = v
+	case "registryAlias":
+		c.RegistryAlias = v
+	case "network":
+		c.Network = v
+	case "soakWindow":
+		c.SoakWindow = v
 	default:
 		return fmt.Errorf("unknown setting %s", key)
 	}
@@ -217,6 +248,9 @@ func (c *Config) validate() error {
 	}
 	if c.RegistryPortBase < 1024 || c.RegistryPortBase+len(c.Slots) > 65535 {
 		return bad("registryPortBase %d: use a port from 1024 so that every slot's port (base + index) is below 65536", c.RegistryPortBase)
+	}
+	if d, err := time.ParseDuration(c.SoakWindow); err != nil || d < 0 {
+		return bad("soakWindow %q is not a duration (e.g. 24h)", c.SoakWindow)
 	}
 	for _, s := range c.Slots {
 		if err := ValidName(s); err != nil {

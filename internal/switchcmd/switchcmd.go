@@ -1,0 +1,261 @@
+// Package switchcmd is the kubectl-bundle-switch command: to, back, accept
+// and status over the active pointer and the aliases that follow it.
+package switchcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
+)
+
+const description = `The one step of blue/green whose crash-safety matters most: the active
+slot is one pointer file, replaced atomically. After it moves, the names
+operators and scripts already use follow it:
+
+  kube context   kind-airgap-mgmt (aliasContext) gets the active slot's cluster and user
+  registry       the network alias krops-registry (registryAlias, on network kind)
+                 moves to the active slot's registry container
+
+A switch needs the target slot's last recorded gate to have passed within
+--max-gate-age (kubectl bundle-gate --slot SLOT --record), unless --force.
+Interrupted at any instant, status shows where it stopped and re-running the
+same command completes it. Inside an open blue-green transaction, to records
+SWITCHED and starts SOAKING, back records SWITCHED_BACK, accept records
+ACCEPTED.
+
+Exit codes: 0 ok, 1 no recent passing gate, 2 usage (unknown slot), 3 I/O,
+docker or kubeconfig failure, 4 locked, another transaction step running,
+or nothing to go back to.`
+
+// Command builds kubectl-bundle-switch.
+func Command(streams kcli.IOStreams) *cli.Command {
+	with := func(mutate bool, fn func(ctx context.Context, cmd *cli.Command, s *session) error) cli.ActionFunc {
+		return func(ctx context.Context, cmd *cli.Command) error {
+			s, err := open(streams, cmd, mutate)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return fn(ctx, cmd, s)
+		}
+	}
+	flags := append(kcli.CommonFlags(),
+		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig holding the slots' and the alias context (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
+		&cli.StringFlag{Name: "alias-context", Usage: "the context that follows the active slot (default kind-<clusterPrefix>: kind-airgap-mgmt) [$KUBECTL_BUNDLE_ALIAS_CONTEXT]"},
+		&cli.StringFlag{Name: "registry-alias", Usage: "the network alias that follows the active registry (default krops-registry) [$KUBECTL_BUNDLE_REGISTRY_ALIAS]"},
+		&cli.StringFlag{Name: "network", Usage: "the Docker network of the registries (default kind) [$KUBECTL_BUNDLE_NETWORK]"},
+		&cli.StringFlag{Name: "soak-window", Usage: "how long a switch soaks before accept --if-soaked accepts it (default 24h) [$KUBECTL_BUNDLE_SOAK_WINDOW]"},
+	)
+	return &cli.Command{
+		Name:            "kubectl-bundle-switch",
+		Usage:           "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
+		Description:     description,
+		Version:         kcli.ToolVersion(),
+		Reader:          streams.In,
+		Writer:          streams.Out,
+		ErrWriter:       streams.ErrOut,
+		Flags:           flags,
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			{Name: "to", Usage: "make SLOT active (needs a recent passing gate) and start the soak", ArgsUsage: "SLOT",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "max-gate-age", Value: 15 * time.Minute, Usage: "how old SLOT's last passing gate may be"},
+					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
+				}, Action: with(true, to)},
+			{Name: "back", Usage: "during the soak, return to the previous slot", ArgsUsage: " ", Action: with(true, back)},
+			{Name: "accept", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); otherwise say how long is left and exit 0"}},
+				Action: with(true, accept)},
+			{Name: "status", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
+				Action: with(false, status)},
+		},
+	}
+}
+
+// Main runs the command with args (os.Args form) and returns the exit code.
+func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
+	return kcli.RunCommand(ctx, streams, Command(streams), args)
+}
+
+type session struct {
+	streams kcli.IOStreams
+	common  *kcli.Common
+	lock    *state.Lock
+	sw      *switchover.Switcher
+}
+
+func (s *session) close() {
+	if s.lock != nil {
+		_ = s.lock.Unlock()
+	}
+}
+
+func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := state.Open(common.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := slot.LoadConfig(dir.Join("config.yaml"), os.Getenv, map[string]string{
+		"aliasContext": cmd.String("alias-context"), "registryAlias": cmd.String("registry-alias"),
+		"network": cmd.String("network"), "soakWindow": cmd.String("soak-window"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	soak, _ := time.ParseDuration(cfg.SoakWindow)
+	s := &session{streams: streams, common: common}
+	s.sw = &switchover.Switcher{Dir: dir, Run: runner.Exec{}, AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
+		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age")}
+	if !common.Quiet {
+		s.sw.Log = streams.ErrOut
+	}
+	if mutate {
+		if s.lock, err = dir.Lock(); err != nil {
+			return nil, err
+		}
+		j := journal.New(dir)
+		if _, err := j.Repair(); err != nil {
+			s.close()
+			return nil, err
+		}
+		s.sw.Journal = j
+	}
+	return s, nil
+}
+
+func noArgs(cmd *cli.Command) error {
+	if cmd.Args().Len() > 0 {
+		return kcli.Usage("%s takes no arguments", cmd.Name)
+	}
+	return nil
+}
+
+func to(ctx context.Context, cmd *cli.Command, s *session) error {
+	if cmd.Args().Len() != 1 {
+		return kcli.Usage("to takes one SLOT (e.g. b)")
+	}
+	rec, err := s.sw.To(ctx, cmd.Args().First(), cmd.Bool("force"))
+	if err != nil {
+		return err
+	}
+	return s.report(ctx, fmt.Sprintf("switched to slot %s (previous: %s); soaking for %s: kubectl bundle-switch back reverts, kubectl bundle-switch accept ends it",
+		rec.Target, orNone(rec.Previous), rec.SoakWindow))
+}
+
+func back(ctx context.Context, cmd *cli.Command, s *session) error {
+	if err := noArgs(cmd); err != nil {
+		return err
+	}
+	rec, err := s.sw.Back(ctx)
+	if err != nil {
+		return err
+	}
+	return s.report(ctx, fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: kubectl bundle-slot destroy %s", rec.Target, rec.Previous, rec.Previous))
+}
+
+func accept(_ context.Context, cmd *cli.Command, s *session) error {
+	if err := noArgs(cmd); err != nil {
+		return err
+	}
+	res, err := s.sw.Accept(cmd.Bool("if-soaked"))
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, res)
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	if !res.Accepted {
+		_, err := fmt.Fprintf(s.streams.Out, "slot %s is still soaking: %s left; not accepted yet\n", res.Slot, res.Left.Round(time.Second))
+		return err
+	}
+	msg := fmt.Sprintf("accepted slot %s", res.Slot)
+	if res.Retire != "" {
+		msg += "; retire the old slot with: " + res.Retire
+	}
+	_, err = fmt.Fprintln(s.streams.Out, msg)
+	return err
+}
+
+// report prints msg, or the status as JSON.
+func (s *session) report(ctx context.Context, msg string) error {
+	if s.common.Output == kcli.OutputJSON {
+		st, err := s.sw.Status(ctx)
+		if err != nil {
+			return err
+		}
+		return kcli.WriteJSON(s.streams.Out, st)
+	}
+	if !s.common.Quiet {
+		fmt.Fprintln(s.streams.Out, msg)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func status(ctx context.Context, cmd *cli.Command, s *session) error {
+	if err := noArgs(cmd); err != nil {
+		return err
+	}
+	st, err := s.sw.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, st)
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.streams.Out, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("active", orNone(st.Active))
+	row("previous", orNone(st.Previous))
+	row("phase", orNone(st.Phase))
+	if st.SoakStarted != nil {
+		row("soak", fmt.Sprintf("started %s, %s left of %s", st.SoakStarted.Format(time.RFC3339), st.SoakRemaining, st.SoakWindow))
+	}
+	row("context "+st.AliasContext, agree(st.KubeconfigAlias, st.KubeconfigAgree))
+	if st.RegistryHolder != "" || !st.RegistryAgree {
+		row("registry "+st.RegistryAlias, agree(st.RegistryHolder, st.RegistryAgree))
+	}
+	tw.Flush()
+	switch {
+	case st.Phase == switchover.PhaseSwitching || st.Phase == switchover.PhaseSwitchingBack:
+		fmt.Fprintf(s.streams.Out, "INTERRUPTED: a switch to %s did not finish; run: %s\n", st.Target, st.Next)
+	case !st.Consistent:
+		fmt.Fprintf(s.streams.Out, "DIVERGED: the aliases do not follow the active slot %s; run: %s\n", st.Active, st.Next)
+	}
+	return nil
+}
+
+func agree(slotName string, ok bool) string {
+	s := "slot " + orNone(slotName)
+	if ok {
+		return s + " (agrees with active)"
+	}
+	return s + " (DOES NOT agree with active)"
+}

@@ -1,0 +1,170 @@
+package switchover
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// kubeconfigFiles are the files kubectl reads, in precedence order: the
+// explicit one, else $KUBECONFIG's list, else ~/.kube/config.
+func kubeconfigFiles(explicit string) []string {
+	if explicit != "" {
+		return []string{explicit}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	return rules.GetLoadingPrecedence()
+}
+
+// aliasFile is the file that holds the alias context, else the first file
+// kubectl would write to.
+func aliasFile(explicit, alias string) string {
+	files := kubeconfigFiles(explicit)
+	for _, f := range files {
+		if cfg, err := clientcmd.LoadFromFile(f); err == nil {
+			if _, ok := cfg.Contexts[alias]; ok {
+				return f
+			}
+		}
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return files[0]
+}
+
+// mergedConfig is the kubeconfig as kubectl sees it.
+func mergedConfig(explicit string) (*clientcmdapi.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = explicit
+	return rules.Load()
+}
+
+// pointAlias makes context alias use the cluster and user of context
+// target, by reference to the entries kind wrote; the file is replaced
+// atomically and every other entry is kept.
+func pointAlias(explicit, alias, target string) error {
+	merged, err := mergedConfig(explicit)
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	tc, ok := merged.Contexts[target]
+	if !ok {
+		return fmt.Errorf("the slot's context %s is not in the kubeconfig (kubectl bundle-slot create writes it)", target)
+	}
+	file := aliasFile(explicit, alias)
+	cfg, err := clientcmd.LoadFromFile(file)
+	if os.IsNotExist(err) {
+		cfg, err = clientcmdapi.NewConfig(), nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", file, err)
+	}
+	cfg.Contexts[alias] = &clientcmdapi.Context{Cluster: tc.Cluster, AuthInfo: tc.AuthInfo, Namespace: tc.Namespace}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	return state.WriteFile(file, data)
+}
+
+// aliasTarget returns the slot context (among candidates) whose cluster
+// and user the alias context uses, or "" when none.
+func aliasTarget(explicit, alias string, candidates []string) (string, error) {
+	merged, err := mergedConfig(explicit)
+	if err != nil {
+		return "", err
+	}
+	ac, ok := merged.Contexts[alias]
+	if !ok {
+		return "", nil
+	}
+	for _, c := range candidates {
+		if tc, ok := merged.Contexts[c]; ok && tc.Cluster == ac.Cluster && tc.AuthInfo == ac.AuthInfo {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+// networkAliases reads container's aliases on the network; connected is
+// false when it is not on it at all.
+func (s *Switcher) networkAliases(ctx context.Context, container string) (aliases []string, connected bool, err error) {
+	out, err := s.Run.Run(ctx, "docker", "inspect", "--format", "{{json .NetworkSettings.Networks}}", container)
+	if err != nil {
+		return nil, false, err
+	}
+	var nets map[string]struct {
+		Aliases []string `json:"Aliases"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(string(out))), &nets); err != nil {
+		return nil, false, fmt.Errorf("reading the networks of %s: %w (output %q)", container, err, out)
+	}
+	n, ok := nets[s.Network]
+	return n.Aliases, ok, nil
+}
+
+// registryAliasHolder returns which of the containers carries the alias.
+func (s *Switcher) registryAliasHolder(ctx context.Context, containers []string) (string, error) {
+	for _, c := range containers {
+		aliases, _, err := s.networkAliases(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		if slices.Contains(aliases, s.RegistryAlias) {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+// placeRegistryAlias leaves the alias on target alone and every other
+// registry on the network without it. Docker cannot drop one alias, so a
+// container is reconnected. Each container is checked first, so a re-run
+// after a crash between a disconnect and its connect finishes the job
+// (an old slot's registry is never left off the network).
+func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others []string) error {
+	for _, o := range others {
+		aliases, connected, err := s.networkAliases(ctx, o)
+		if err != nil {
+			return err
+		}
+		if connected && !slices.Contains(aliases, s.RegistryAlias) {
+			continue
+		}
+		state.CrashPoint("switch:registry-release")
+		_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, o)
+		state.CrashPoint("switch:registry-reconnect")
+		if _, err := s.Run.Run(ctx, "docker", "network", "connect", s.Network, o); err != nil {
+			return fmt.Errorf("reconnecting %s to %s without alias %s: %w", o, s.Network, s.RegistryAlias, err)
+		}
+	}
+	aliases, connected, err := s.networkAliases(ctx, target)
+	if err != nil {
+		return err
+	}
+	if connected && slices.Contains(aliases, s.RegistryAlias) {
+		return nil
+	}
+	state.CrashPoint("switch:registry-claim")
+	_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, target)
+	state.CrashPoint("switch:registry-connect")
+	if _, err := s.Run.Run(ctx, "docker", "network", "connect", "--alias", s.RegistryAlias, s.Network, target); err != nil {
+		return fmt.Errorf("giving alias %s to %s: %w", s.RegistryAlias, target, err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package switchover
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+)
+
+// Status is what `status` reports.
+type Status struct {
+	Active        string     `json:"active"`
+	Previous      string     `json:"previous,omitempty"`
+	Phase         string     `json:"phase,omitempty"`
+	Target        string     `json:"target,omitempty"`
+	SoakStarted   *time.Time `json:"soakStarted,omitempty"`
+	SoakWindow    string     `json:"soakWindow,omitempty"`
+	SoakRemaining string     `json:"soakRemaining,omitempty"`
+	// KubeconfigAlias is the slot whose context the alias context uses.
+	AliasContext    string `json:"aliasContext"`
+	KubeconfigAlias string `json:"kubeconfigAlias"`
+	KubeconfigAgree bool   `json:"kubeconfigAgrees"`
+	RegistryAlias   string `json:"registryAlias"`
+	RegistryHolder  string `json:"registryAliasSlot"`
+	RegistryAgree   bool   `json:"registryAgrees"`
+	Consistent      bool   `json:"consistent"`
+	// Next is the command that completes an interrupted switch.
+	Next string `json:"next,omitempty"`
+}
+
+// Status compares the active pointer with where the aliases point.
+func (s *Switcher) Status(ctx context.Context) (*Status, error) {
+	st := &Status{AliasContext: s.AliasContext, RegistryAlias: s.RegistryAlias}
+	var err error
+	if st.Active, err = s.Active(); err != nil {
+		return nil, err
+	}
+	sw, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	if sw != nil {
+		st.Previous, st.Phase, st.Target = sw.Previous, sw.Phase, sw.Target
+		if sw.Phase == PhaseSwitched && !sw.SoakStarted.IsZero() {
+			t := sw.SoakStarted
+			st.SoakStarted, st.SoakWindow = &t, sw.SoakWindow
+			w, _ := time.ParseDuration(sw.SoakWindow)
+			left := t.Add(w).Sub(s.now())
+			if left < 0 {
+				left = 0
+			}
+			st.SoakRemaining = left.Round(time.Second).String()
+		}
+	}
+	names, err := slot.List(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ctxOf, regOf := map[string]string{}, map[string]string{}
+	var contexts, registries []string
+	for _, n := range names {
+		rec, err := slot.Load(s.Dir, n)
+		if err != nil {
+			return nil, err
+		}
+		ctxOf[rec.Context] = n
+		contexts = append(contexts, rec.Context)
+		if rec.Registry != "" {
+			regOf[rec.Registry] = n
+			registries = append(registries, rec.Registry)
+		}
+	}
+	target, err := aliasTarget(s.Kubeconfig, s.AliasContext, contexts)
+	if err != nil {
+		return nil, err
+	}
+	st.KubeconfigAlias = ctxOf[target]
+	st.KubeconfigAgree = st.Active == "" || st.KubeconfigAlias == st.Active
+	st.RegistryAgree = true
+	if len(registries) > 0 && st.Active != "" {
+		holder, err := s.registryAliasHolder(ctx, registries)
+		if err != nil {
+			return nil, fmt.Errorf("reading the registry alias: %w", err)
+		}
+		st.RegistryHolder = regOf[holder]
+		if act, err := slot.Load(s.Dir, st.Active); err == nil && act.Registry != "" {
+			st.RegistryAgree = st.RegistryHolder == st.Active
+		}
+	}
+	st.Consistent = st.KubeconfigAgree && st.RegistryAgree && st.Phase != PhaseSwitching && st.Phase != PhaseSwitchingBack
+	switch {
+	case st.Phase == PhaseSwitching:
+		st.Next = "kubectl bundle-switch to " + st.Target
+	case st.Phase == PhaseSwitchingBack:
+		st.Next = "kubectl bundle-switch back"
+	case !st.Consistent && st.Active != "":
+		st.Next = "kubectl bundle-switch to " + st.Active
+	}
+	return st, nil
+}

@@ -1,0 +1,409 @@
+// Package switchover moves the active slot: one atomic pointer write, then
+// the kubeconfig alias context and the registry network alias follow it.
+// Every step is idempotent, so re-running a switch after a crash finishes it.
+package switchover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// Phases of switch.json.
+const (
+	PhaseSwitching     = "SWITCHING"
+	PhaseSwitched      = "SWITCHED" // soaking
+	PhaseSwitchingBack = "SWITCHING_BACK"
+	PhaseSwitchedBack  = "SWITCHED_BACK"
+	PhaseAccepted      = "ACCEPTED"
+)
+
+// Record is <state>/switch.json: the switch in progress or the last one.
+// The authority on which slot is active is the active pointer file.
+type Record struct {
+	APIVersion  string    `json:"apiVersion"`
+	Kind        string    `json:"kind"`
+	Phase       string    `json:"phase"`
+	Target      string    `json:"target"`
+	Previous    string    `json:"previous,omitempty"`
+	SoakStarted time.Time `json:"soakStarted,omitzero"`
+	SoakWindow  string    `json:"soakWindow,omitempty"`
+	Updated     time.Time `json:"updated"`
+}
+
+// Switcher performs switches. The cmd layer holds the state dir's lock.
+type Switcher struct {
+	Dir     *state.Dir
+	Run     runner.Runner
+	Journal *journal.Journal
+	// AliasContext is the kube context that follows the active slot.
+	AliasContext string
+	// RegistryAlias is the network alias that follows the active slot's registry.
+	RegistryAlias string
+	Network       string
+	// Kubeconfig is the explicit kubeconfig file ("" : kubectl's rules).
+	Kubeconfig string
+	SoakWindow time.Duration
+	MaxGateAge time.Duration
+	Now        func() time.Time
+	Log        io.Writer
+}
+
+func (s *Switcher) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Switcher) logf(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
+func (s *Switcher) recordPath() string { return s.Dir.Join("switch.json") }
+
+// Load reads switch.json (nil when no switch ever happened).
+func (s *Switcher) Load() (*Record, error) {
+	data, err := os.ReadFile(s.recordPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s is damaged: %w", s.recordPath(), err)
+	}
+	return &r, nil
+}
+
+func (s *Switcher) save(r *Record) error {
+	r.APIVersion, r.Kind, r.Updated = slot.RecordAPIVersion, "Switch", s.now()
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return state.WriteFile(s.recordPath(), append(data, '\n'))
+}
+
+// Active reads the active pointer ("" when none).
+func (s *Switcher) Active() (string, error) {
+	a, err := state.ReadPointer(s.Dir.Join("active"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return a, err
+}
+
+// ConflictError is a switch that may not run now.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// ExitCode: a conflict.
+func (e *ConflictError) ExitCode() int { return 4 }
+
+// GateError is a target slot without a recent passing gate.
+type GateError struct{ Msg string }
+
+func (e *GateError) Error() string { return e.Msg }
+
+// ExitCode: a negative verdict.
+func (e *GateError) ExitCode() int { return 1 }
+
+func (s *Switcher) checkGate(rec *slot.Record) error {
+	g := rec.Gate
+	hint := fmt.Sprintf("run kubectl bundle-gate --slot %s --record, or pass --force", rec.Name)
+	switch {
+	case g == nil:
+		return &GateError{fmt.Sprintf("slot %s has no recorded gate result: %s", rec.Name, hint)}
+	case !g.Passed:
+		return &GateError{fmt.Sprintf("slot %s's last gate FAILED at %s (failing: %v): %s", rec.Name, g.Time.Format(time.RFC3339), g.Failed, hint)}
+	case s.now().Sub(g.Time) > s.MaxGateAge:
+		return &GateError{fmt.Sprintf("slot %s's last passing gate is %s old, older than --max-gate-age %s: %s",
+			rec.Name, s.now().Sub(g.Time).Round(time.Second), s.MaxGateAge, hint)}
+	case rec.Package != nil && g.Package != "" && g.Package != rec.Package.Digest:
+		return &GateError{fmt.Sprintf("slot %s's passing gate was for package %.12s, not the deployed %.12s: %s", rec.Name, g.Package, rec.Package.Digest, hint)}
+	}
+	return nil
+}
+
+// journalStep records phase p of an open blue-green transaction around fn
+// (p already done: fn still runs, to complete an interrupted move).
+func (s *Switcher) journalStep(p journal.Phase, fn func() error) error {
+	t, err := s.openBlueGreen()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return fn()
+	}
+	if _, err := s.Journal.Start(p); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		_, _ = s.Journal.Fail(p, err.Error())
+		return err
+	}
+	_, err = s.Journal.Done(p)
+	return err
+}
+
+func (s *Switcher) openBlueGreen() (*journal.Transaction, error) {
+	if s.Journal == nil {
+		return nil, nil
+	}
+	t, err := s.Journal.Load()
+	if err != nil || t == nil || t.Strategy != journal.BlueGreen {
+		return nil, err
+	}
+	return t, nil
+}
+
+// checkTransaction refuses to switch while another step of the open
+// transaction is running, or to a slot that is not its candidate.
+func (s *Switcher) checkTransaction(target string, allowed ...journal.Phase) error {
+	if s.Journal == nil {
+		return nil
+	}
+	t, err := s.Journal.Load()
+	if err != nil || t == nil {
+		return err
+	}
+	if t.Status == journal.StatusStarted {
+		ok := false
+		for _, p := range allowed {
+			ok = ok || t.Phase == p
+		}
+		if !ok {
+			return &ConflictError{fmt.Sprintf("transaction %s is in step %s (started): switching now would race it; let it finish, or see kubectl bundle-journal status", t.ID, t.Phase)}
+		}
+	}
+	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
+		return &ConflictError{fmt.Sprintf("transaction %s switches between slots %s and %s, not to %s", t.ID, t.Slots.Active, t.Slots.Candidate, target)}
+	}
+	return nil
+}
+
+// move performs the pointer flip and the alias moves to target; previous
+// is recorded for back. Each part checks before it writes.
+func (s *Switcher) move(ctx context.Context, target, previous, during, after string) (*Record, error) {
+	rec, err := slot.Load(s.Dir, target)
+	if err != nil {
+		return nil, err
+	}
+	sw := &Record{Phase: during, Target: target, Previous: previous}
+	state.CrashPoint("switch:before-intent")
+	if err := s.save(sw); err != nil {
+		return nil, err
+	}
+	if a, err := s.Active(); err != nil {
+		return nil, err
+	} else if a != target {
+		state.CrashPoint("switch:before-active")
+		if err := state.WriteFile(s.Dir.Join("active"), []byte(target+"\n")); err != nil {
+			return nil, err
+		}
+		s.logf("active slot: %s (was %s)", target, orNone(a))
+	}
+	state.CrashPoint("switch:before-kubeconfig")
+	if err := pointAlias(s.Kubeconfig, s.AliasContext, rec.Context); err != nil {
+		return nil, fmt.Errorf("pointing context %s at slot %s: %w", s.AliasContext, target, err)
+	}
+	s.logf("context %s -> %s", s.AliasContext, rec.Context)
+	if rec.Registry != "" {
+		var others []string
+		names, _ := slot.List(s.Dir)
+		for _, n := range names {
+			if o, err := slot.Load(s.Dir, n); err == nil && n != target && o.Registry != "" {
+				others = append(others, o.Registry)
+			}
+		}
+		if err := s.placeRegistryAlias(ctx, rec.Registry, others); err != nil {
+			return nil, err
+		}
+		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
+	}
+	sw.Phase = after
+	if after == PhaseSwitched {
+		sw.SoakStarted, sw.SoakWindow = s.now(), s.SoakWindow.String()
+	}
+	state.CrashPoint("switch:before-done")
+	if err := s.save(sw); err != nil {
+		return nil, err
+	}
+	return sw, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// To makes target the active slot. It requires target's last gate to have
+// passed within MaxGateAge, unless force or this resumes an interrupted
+// switch to the same slot.
+func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, error) {
+	rec, err := slot.Load(s.Dir, target)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != slot.StateReady {
+		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready", target, rec.State)}
+	}
+	sw, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	active, err := s.Active()
+	if err != nil {
+		return nil, err
+	}
+	// Resuming an interrupted switch, or completing the moves to the slot
+	// that is already active: the gate was checked when it began.
+	resuming := sw != nil && sw.Target == target && (sw.Phase == PhaseSwitching || active == target)
+	if err := s.checkTransaction(target, journal.Switched, journal.Soaking); err != nil {
+		return nil, err
+	}
+	if !force && !resuming {
+		if err := s.checkGate(rec); err != nil {
+			return nil, err
+		}
+	}
+	previous := active
+	if resuming {
+		previous = sw.Previous
+	}
+	var out *Record
+	doMove := func() error {
+		out, err = s.move(ctx, target, previous, PhaseSwitching, PhaseSwitched)
+		return err
+	}
+	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Soaking {
+		err = doMove() // the transaction is past SWITCHED: only finish the moves
+	} else {
+		err = s.journalStep(journal.Switched, doMove)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Switched {
+		if _, err := s.Journal.Start(journal.Soaking); err != nil {
+			return nil, err
+		}
+	}
+	s.event("to", target, previous)
+	return out, nil
+}
+
+// Back returns to the previous slot during the soak.
+func (s *Switcher) Back(ctx context.Context) (*Record, error) {
+	sw, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	if sw == nil || sw.Previous == "" {
+		return nil, &ConflictError{"there is no previous slot to switch back to (no switch recorded)"}
+	}
+	switch sw.Phase {
+	case PhaseSwitched, PhaseSwitchingBack, PhaseSwitching:
+	case PhaseSwitchedBack:
+		return sw, nil
+	case PhaseAccepted:
+		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (kubectl bundle-switch to %s, with a fresh gate)", sw.Target, sw.Previous, sw.Previous)}
+	}
+	if err := s.checkTransaction("", journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
+		return nil, err
+	}
+	from, to := sw.Target, sw.Previous
+	if sw.Phase == PhaseSwitchingBack {
+		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
+	}
+	var out *Record
+	err = s.journalStep(journal.SwitchedBack, func() error {
+		out, err = s.move(ctx, to, from, PhaseSwitchingBack, PhaseSwitchedBack)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.event("back", to, from)
+	return out, nil
+}
+
+// AcceptResult says what accept did.
+type AcceptResult struct {
+	Accepted bool          `json:"accepted"`
+	Slot     string        `json:"slot"`
+	Retire   string        `json:"retire,omitempty"`
+	Left     time.Duration `json:"soakLeftNs,omitempty"`
+}
+
+// Accept ends the soak; with ifSoaked, only once the soak window passed.
+func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
+	sw, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	if sw == nil || (sw.Phase != PhaseSwitched && sw.Phase != PhaseAccepted) {
+		phase := "none"
+		if sw != nil {
+			phase = sw.Phase
+		}
+		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
+	}
+	res := &AcceptResult{Slot: sw.Target}
+	if sw.Previous != "" {
+		res.Retire = "kubectl bundle-slot destroy " + sw.Previous
+	}
+	if sw.Phase == PhaseAccepted {
+		res.Accepted = true
+		return res, nil
+	}
+	window, _ := time.ParseDuration(sw.SoakWindow)
+	if ifSoaked {
+		if left := sw.SoakStarted.Add(window).Sub(s.now()); left > 0 {
+			res.Left = left
+			return res, nil
+		}
+	}
+	if err := s.checkTransaction("", journal.Soaking); err != nil {
+		return nil, err
+	}
+	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Soaking {
+		if _, err := s.Journal.Done(journal.Soaking); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.journalStep(journal.Accepted, func() error {
+		sw.Phase = PhaseAccepted
+		return s.save(sw)
+	}); err != nil {
+		return nil, err
+	}
+	s.event("accept", sw.Target, sw.Previous)
+	res.Accepted = true
+	return res, nil
+}
+
+func (s *Switcher) event(what, to, from string) {
+	if s.Journal == nil {
+		return
+	}
+	_ = s.Journal.Record(journal.Event{Type: "switch", Slot: to, Detail: what + " from " + orNone(from), Status: "done"})
+}
