@@ -187,6 +187,12 @@ func (j *Journal) nextSeq() (int64, error) {
 // commit writes one transition: transaction.json first (the authority),
 // then its history line.
 func (j *Journal) commit(t *Transaction, seq int64, ev Event) error {
+	// Events recorded by Record (slot and switch steps) share the sequence.
+	next, err := j.nextSeq()
+	if err != nil {
+		return err
+	}
+	seq = max(seq, next)
 	now := j.now()
 	ev.Seq, ev.Time, ev.TxnID = seq, now, t.ID
 	t.Seq, t.UpdatedAt, t.LastEvent = seq, now, ev

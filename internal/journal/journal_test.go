@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,4 +230,40 @@ func FuzzParseHistory(f *testing.F) {
 			t.Fatal("valid bytes beyond input")
 		}
 	})
+}
+
+// TestRecordInterleavesWithTransitions: slot and switch events recorded
+// between transitions share the sequence; the history stays readable.
+func TestRecordInterleavesWithTransitions(t *testing.T) {
+	j := newJournal(t)
+	if err := j.Record(Event{Type: "slot", Slot: "a", Detail: "create", Status: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Begin(BeginOptions{Strategy: BlueGreen, Target: strings.Repeat("ab", 32)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := j.Record(Event{Type: "slot", Slot: "b", Detail: fmt.Sprintf("create/step-%d", i), Status: "done"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := j.Start(Verified); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Done(Verified); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 7 {
+		t.Fatalf("%d events", len(h.Events))
+	}
+	if h.Events[0].TxnID != NoTransaction || h.Events[2].TxnID == NoTransaction || h.Events[2].Slot != "b" {
+		t.Errorf("events %+v", h.Events)
+	}
+	if msg, err := j.Repair(); err != nil || msg != "" {
+		t.Errorf("repair after interleaving: %q %v", msg, err)
+	}
 }

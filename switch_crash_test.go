@@ -1,0 +1,195 @@
+package kubectlbundle_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// switchSite is a state dir with slots a and b (kind provider, fake kind
+// and docker), both with a recent passing gate, a active.
+type switchSite struct {
+	t    *testing.T
+	root string
+	env  []string
+}
+
+func newSwitchSite(t *testing.T) *switchSite {
+	t.Helper()
+	if _, err := exec.LookPath("kubectl-bundle-switch"); err != nil {
+		t.Skip("the testscript-registered binaries are not on PATH")
+	}
+	root := t.TempDir()
+	for _, d := range []string{"fakes/ports", "archives", "home"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "archives", "zarf-init-amd64-v0.84.0.tar.zst"), []byte("fake"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &switchSite{t: t, root: root, env: append(os.Environ(),
+		"KUBECTL_BUNDLE_STATE_DIR="+filepath.Join(root, "state"),
+		"KUBECONFIG="+filepath.Join(root, "kubeconfig"),
+		"KUBECTL_BUNDLE_ARCHIVES="+filepath.Join(root, "archives"),
+		"FAKES="+filepath.Join(root, "fakes"),
+		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
+		"FAKE_FAIL=", state.EnvCrashAt+"=")}
+	for _, sl := range []string{"a", "b"} {
+		s.must("kubectl-bundle-slot", "create", sl, "-q")
+	}
+	d, err := state.Open(filepath.Join(root, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range []string{"a", "b"} {
+		rec, err := slot.Load(d, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Gate = &slot.GateResult{Gate: "default", Passed: true, Time: time.Now().UTC()}
+		if err := slot.Save(d, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.must("kubectl-bundle-switch", "to", "a", "-q")
+	return s
+}
+
+func (s *switchSite) run(env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(append([]string{}, s.env...), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (s *switchSite) must(name string, args ...string) string {
+	s.t.Helper()
+	out, err := s.run(nil, name, args...)
+	if err != nil {
+		s.t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return out
+}
+
+// snapshot copies the whole site (state, kubeconfig, fake docker) so each
+// crash starts from the same point.
+func (s *switchSite) snapshot(dst string) *switchSite {
+	s.t.Helper()
+	if out, err := exec.Command("cp", "-a", s.root+"/.", dst).CombinedOutput(); err != nil {
+		s.t.Fatalf("copying the site: %v %s", err, out)
+	}
+	env := make([]string, len(s.env))
+	for i, e := range s.env {
+		env[i] = strings.ReplaceAll(e, s.root, dst)
+	}
+	return &switchSite{t: s.t, root: dst, env: env}
+}
+
+type switchStatus struct {
+	Active          string `json:"active"`
+	Phase           string `json:"phase"`
+	KubeconfigAlias string `json:"kubeconfigAlias"`
+	RegistryHolder  string `json:"registryAliasSlot"`
+	Consistent      bool   `json:"consistent"`
+	Next            string `json:"next"`
+}
+
+func (s *switchSite) status() switchStatus {
+	s.t.Helper()
+	out := s.must("kubectl-bundle-switch", "status", "-o", "json")
+	var st switchStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		s.t.Fatalf("status: %v\n%s", err, out)
+	}
+	return st
+}
+
+// registriesOnNetwork checks that both registries are on the kind network
+// (an old slot's registry must never be left off it) and returns which
+// holds the alias.
+func (s *switchSite) registriesOnNetwork() string {
+	s.t.Helper()
+	data, err := os.ReadFile(filepath.Join(s.root, "fakes", "state.json"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var st fakeState
+	if err := json.Unmarshal(data, &st); err != nil {
+		s.t.Fatal(err)
+	}
+	holder := ""
+	for _, sl := range []string{"a", "b"} {
+		c := st.Containers["krops-registry-airgap-"+sl]
+		if c == nil || c.Network != "kind" {
+			s.t.Errorf("registry of slot %s is not on the kind network: %+v", sl, c)
+			continue
+		}
+		for _, a := range c.Aliases {
+			if a == "krops-registry" {
+				if holder != "" {
+					s.t.Errorf("both registries carry the alias")
+				}
+				holder = sl
+			}
+		}
+	}
+	return holder
+}
+
+// crashEveryPoint kills `kubectl-bundle-switch args...` at its N-th crash
+// point for every N, then checks that status explains the state and that
+// re-running the command converges on want.
+func crashEveryPoint(t *testing.T, base *switchSite, want string, args ...string) {
+	points := 0
+	for n := 1; ; n++ {
+		s := base.snapshot(t.TempDir())
+		out, err := s.run([]string{fmt.Sprintf("%s=#%d", state.EnvCrashAt, n)}, "kubectl-bundle-switch", args...)
+		if err == nil {
+			points = n - 1
+			t.Logf("%v: %d crash points, each converged", args, points)
+			break
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+			t.Fatalf("crash #%d: want SIGKILL, got %v\n%s", n, err, out)
+		}
+		st := s.status()
+		if !st.Consistent && st.Next == "" {
+			t.Errorf("crash #%d: status is inconsistent and names no next command: %+v", n, st)
+		}
+		s.must("kubectl-bundle-switch", args...)
+		st = s.status()
+		if st.Active != want || st.KubeconfigAlias != want || st.RegistryHolder != want || !st.Consistent {
+			t.Errorf("crash #%d then re-run: %+v, want everything on %s", n, st, want)
+		}
+		if h := s.registriesOnNetwork(); h != want {
+			t.Errorf("crash #%d then re-run: the fake docker has the alias on %q", n, h)
+		}
+		if n > 50 {
+			t.Fatal("no end to the crash points")
+		}
+	}
+	if points < 6 {
+		t.Errorf("only %d crash points: the test does not reach the writes", points)
+	}
+}
+
+// TestSwitchCrashAtEveryWrite kills `to` and `back` at each of their
+// writes in turn; a re-run always converges, and the alias never stays on
+// a slot the active pointer does not name.
+func TestSwitchCrashAtEveryWrite(t *testing.T) {
+	site := newSwitchSite(t)
+	crashEveryPoint(t, site, "b", "to", "b")
+
+	switched := site.snapshot(t.TempDir())
+	switched.must("kubectl-bundle-switch", "to", "b", "-q")
+	crashEveryPoint(t, switched, "a", "back")
+}
