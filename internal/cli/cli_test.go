@@ -55,3 +55,23 @@ type coder struct{}
 
 func (coder) Error() string { return "coded" }
 func (coder) ExitCode() int { return 7 }
+
+func TestJSONPathArg(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+		tmpl string
+	}{
+		{[]string{"x", "status", "-o", "jsonpath={.active}"}, "x status -o json", "{.active}"},
+		{[]string{"x", "status", "-o=jsonpath={.a}"}, "x status -o=json", "{.a}"},
+		{[]string{"x", "status", "--output=jsonpath={.a}"}, "x status -o=json", "{.a}"},
+		{[]string{"x", "-ojsonpath={.a}", "status"}, "x -o=json status", "{.a}"},
+		{[]string{"x", "run", "--", "-o", "jsonpath={.a}"}, "x run -- -o jsonpath={.a}", ""},
+		{[]string{"x", "-o", "json"}, "x -o json", ""},
+	} {
+		got, tmpl, found := jsonpathArg(tc.in)
+		if strings.Join(got, " ") != tc.want || tmpl != tc.tmpl || found != (tc.tmpl != "") {
+			t.Errorf("%q: %q %q %v", tc.in, got, tmpl, found)
+		}
+	}
+}

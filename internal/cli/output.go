@@ -21,7 +21,7 @@ func ValidateOutput(o string) error {
 	case OutputText, OutputJSON:
 		return nil
 	}
-	return Usage("unknown output format %q: use -o text or -o json", o)
+	return Usage("unknown output format %q: use -o text, -o json or -o jsonpath=TEMPLATE", o)
 }
 
 // WriteJSON writes v as indented JSON followed by a newline.

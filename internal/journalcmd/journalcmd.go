@@ -62,6 +62,12 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(ctx context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
 			{
+				Name:      "run",
+				Usage:     "run COMMAND as step PHASE: skipped when PHASE is already done, else started, run, and recorded done or failed (what the scripts call)",
+				ArgsUsage: "PHASE -- COMMAND [ARGS...]",
+				Action:    func(ctx context.Context, cmd *cli.Command) error { return runStep(ctx, streams, cmd) },
+			},
+			{
 				Name:   "status",
 				Usage:  "what happened, where it stands, and the next command (exit 0 with none open)",
 				Action: func(ctx context.Context, cmd *cli.Command) error { return status(streams, cmd) },
@@ -99,7 +105,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 
 // Main runs the command with args (os.Args form) and returns the exit code.
 func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
-	return kcli.RunCommand(ctx, streams, Command(streams), args)
+	return kcli.Main(ctx, streams, args, Command)
 }
 
 // session is an opened state dir, locked when the command mutates.

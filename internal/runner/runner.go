@@ -47,6 +47,27 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) ([]byte, err
 	return stdout.Bytes(), nil
 }
 
+// RunAttached runs a command on the given streams, so that the operator
+// sees its output as it happens, and returns its exit status. err is set
+// only when it could not run at all (or was killed by a signal).
+func (e Exec) RunAttached(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) (int, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = e.Dir
+	if len(e.Env) > 0 {
+		cmd.Env = append(cmd.Environ(), e.Env...)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, &RunError{Argv: append([]string{name}, args...), Err: err}
+	}
+	return 0, nil
+}
+
 // WithEnv returns r with env added to the environment of the commands it
 // runs, when r supports that (Exec does, and fakes may, with a WithEnv
 // method); otherwise r itself.

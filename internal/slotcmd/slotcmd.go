@@ -95,7 +95,7 @@ func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
 
 // MainWith runs the command with deps (tests).
 func MainWith(ctx context.Context, streams kcli.IOStreams, args []string, deps Deps) int {
-	return kcli.RunCommand(ctx, streams, Command(streams, deps), args)
+	return kcli.Main(ctx, streams, args, func(st kcli.IOStreams) *cli.Command { return Command(st, deps) })
 }
 
 // settings maps config keys to their flags.

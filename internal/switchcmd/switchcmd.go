@@ -85,7 +85,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 
 // Main runs the command with args (os.Args form) and returns the exit code.
 func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
-	return kcli.RunCommand(ctx, streams, Command(streams), args)
+	return kcli.Main(ctx, streams, args, Command)
 }
 
 type session struct {

@@ -1,0 +1,101 @@
+package journalcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// runStep is `run PHASE -- COMMAND...`: the one primitive that makes a
+// script resumable. A phase already done is skipped; otherwise it is
+// started (a retry when it was started or failed before), the command runs
+// without the lock held (it takes the lock itself), and the phase is
+// recorded done or failed. The exit status is the command's.
+func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
+	args := cmd.Args().Slice()
+	if len(args) > 1 && args[1] == "--" {
+		args = append(args[:1], args[2:]...)
+	}
+	if len(args) < 2 {
+		return kcli.Usage("want PHASE -- COMMAND [ARGS...]")
+	}
+	s, err := openSession(streams, cmd, true)
+	if err != nil {
+		return err
+	}
+	t, err := s.j.Load()
+	if err != nil {
+		s.close()
+		return err
+	}
+	if t == nil {
+		s.close()
+		return kcli.Conflict(errors.New("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
+	}
+	p, err := journal.ParsePhase(t.Strategy, strings.ToUpper(args[0]))
+	if err != nil {
+		s.close()
+		return kcli.Usage("%v", err)
+	}
+	command := strings.Join(args[1:], " ")
+	if st := t.Step(p); st != nil && st.Status == journal.StatusDone {
+		s.close()
+		if !s.common.Quiet {
+			fmt.Fprintf(streams.ErrOut, "%s already done: skipping %s\n", p, command)
+		}
+		return nil
+	}
+	if _, err := s.j.Start(p); err != nil {
+		s.close()
+		return err
+	}
+	s.close()
+	if !s.common.Quiet {
+		fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
+	}
+	code, runErr := runner.Exec{}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
+
+	s2, err := relock(streams, cmd)
+	if err != nil {
+		return err
+	}
+	defer s2.close()
+	if runErr == nil && code == 0 {
+		_, err := s2.j.Done(p)
+		return err
+	}
+	msg := fmt.Sprintf("%s exited %d", args[1], code)
+	if runErr != nil {
+		msg = runErr.Error()
+	}
+	if _, err := s2.j.Fail(p, msg); err != nil {
+		return err
+	}
+	if code <= 0 {
+		code = kcli.ExitEnvironment
+	}
+	return &kcli.ExitError{Code: code, Err: fmt.Errorf("%s failed: %s", p, msg)}
+}
+
+// relock takes the lock again after the command, waiting a little for a
+// command that holds it briefly.
+func relock(streams kcli.IOStreams, cmd *cli.Command) (*session, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := openSession(streams, cmd, true)
+		var le *state.LockedError
+		if err == nil || !errors.As(err, &le) || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
