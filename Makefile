@@ -61,10 +61,15 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 
 ## test: everything: vet, unit and testscript suites against the real zarf, kubectl and API server, and a short fuzz of each target
 ## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded")
-test: testbin
+test: testbin lint
 	$(GO) vet ./...
 	ZARF=$(TESTBIN)/zarf $(GO) test -count=1 ./...
 	$(MAKE) fuzz FUZZTIME=2000x
+
+## lint: shellcheck every script (Debian's shellcheck, fetched into bin/testbin by hack/tools/shellcheck.sh when missing) and gofmt
+lint:
+	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh .ci/run
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 unit:
 	$(GO) test ./...

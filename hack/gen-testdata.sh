@@ -67,7 +67,7 @@ components:
         images:
           - docker.io/library/demo-app:1.0.0
 YAML
-name=zarf-package-demo-amd64-1.0.0
+name="zarf-package-demo-amd64-1.0.0"
 create "$pkg" "$out" "${sign[@]}"
 create "$pkg" "$out/unsigned"
 

@@ -19,7 +19,7 @@ func Main(ctx context.Context, streams IOStreams, args []string, build func(IOSt
 	if !found {
 		return RunCommand(ctx, streams, build(streams), args)
 	}
-	jp := jsonpath.New("output")
+	jp := jsonpath.New("output").AllowMissingKeys(true)
 	if err := jp.Parse(tmpl); err != nil {
 		Errorf(streams.ErrOut, Usage("-o jsonpath=%s: %v", tmpl, err))
 		return ExitUsage

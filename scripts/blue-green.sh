@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# blue-green.sh: strategy B. Build the update in a second slot next to the
+# active one, gate it, switch, soak; the active slot is never touched
+# before the switch. Re-running any command after a crash resumes it.
+#
+#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+#   blue-green.sh accept [--log FILE]     end the soak; retire the old slot
+#   blue-green.sh revert [--log FILE]     during the soak: switch back; destroy the candidate
+#   blue-green.sh status
+set -o errexit -o nounset -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
+
+usage() {
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+# rollback destroys the candidate (never the active slot) and closes the
+# transaction; before anything was built there is nothing to destroy.
+rollback() {
+  local candidate
+  candidate=$(txn slots.candidate)
+  fail "$1"
+  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || true
+    echo "nothing was built; slot $(txn slots.active 2>/dev/null || true) untouched"
+    finish 1
+  fi
+  if step DESTROYING "$SLOT" destroy "$candidate" && step ROLLED_BACK true && kb "$JOURNAL" end -q; then
+    pass "candidate slot $candidate destroyed; the active slot was not touched"
+    finish 1
+  fi
+  fail "destroying candidate slot $candidate"
+  finish 3
+}
+
+apply() {
+  parse_args "$@"
+  [ -n "$PACKAGE" ] || die "apply needs a PACKAGE"
+  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+  check_open blue-green
+  if [ -z "$(txn id)" ]; then
+    local active candidate
+    active=$(active_slot)
+    candidate=$(other_slot "$active")
+    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" --active "$active" --candidate "$candidate" -q
+  fi
+  local candidate digest
+  candidate=$(txn slots.candidate)
+  digest=$(txn target)
+
+  case "$(txn phase)" in
+    DESTROYING | ROLLED_BACK | SWITCHED_BACK) rollback "resuming an interrupted rollback" ;;
+    SWITCHED | SOAKING | ACCEPTED | RETIRED)
+      # Past the point of no return: only finish the switch.
+      kb "$SWITCH" to "$candidate"
+      pass "slot $candidate is active and soaking"
+      finish 0 ;;
+  esac
+  if [ "$(txn status)" = "failed" ]; then
+    rollback "$(txn phase) failed before: $(txn lastError)"
+  fi
+
+  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rollback "verification of $PACKAGE"
+  pass "package verified and staged ($digest)"
+  step PROVISIONING "$SLOT" create "$candidate" --package "$digest" || rollback "creating candidate slot $candidate"
+  pass "candidate slot $candidate created"
+  step PROVISIONED "$SLOT" deploy "$candidate" "$digest" "${DEPLOY_ARGS[@]}" || rollback "deploying into slot $candidate"
+  pass "package deployed into slot $candidate"
+  step HEALTHY "$GATE" --slot "$candidate" --record "${GATE_ARGS[@]}" || rollback "gate of slot $candidate"
+  pass "slot $candidate passed its gate"
+  if ! kb "$SWITCH" to "$candidate"; then
+    fail "switch to slot $candidate did not finish: re-run this command to complete it"
+    finish 3
+  fi
+  pass "switched to slot $candidate; soaking (accept: $0 accept, revert: $0 revert)"
+  finish 0
+}
+
+accept() {
+  parse_args "$@"
+  check_open blue-green
+  kb "$SWITCH" accept
+  if [ -n "$(txn id)" ]; then
+    local old
+    old=$(txn slots.active)
+    if [ -n "$old" ]; then
+      step RETIRED "$SLOT" destroy "$old" || { fail "retiring slot $old"; finish 3; }
+      pass "old slot $old retired"
+    else
+      step RETIRED true
+    fi
+    kb "$JOURNAL" end -q
+  fi
+  pass "update accepted"
+  finish 0
+}
+
+revert() {
+  parse_args "$@"
+  check_open blue-green
+  [ -n "$(txn id)" ] || die "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
+  local candidate
+  candidate=$(txn slots.candidate)
+  if ! done_phase SWITCHED_BACK; then
+    kb "$SWITCH" back || { fail "switching back: re-run this command"; finish 3; }
+  fi
+  pass "switched back to slot $(txn slots.active)"
+  step DESTROYING "$SLOT" destroy "$candidate" || { fail "destroying slot $candidate"; finish 3; }
+  step ROLLED_BACK true
+  kb "$JOURNAL" end -q
+  pass "candidate slot $candidate destroyed"
+  finish 0
+}
+
+status() {
+  "$JOURNAL" status
+  "$SWITCH" status
+  "$SLOT" list
+}
+
+command=${1:-}
+[ $# -gt 0 ] && shift
+case "$command" in
+  apply) apply "$@" ;;
+  accept) accept "$@" ;;
+  revert) revert "$@" ;;
+  status) status ;;
+  -h | --help | help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# in-place.sh: strategy A. Deploy the update into the active slot, gate it,
+# commit. On a failed deploy or gate, redeploy the previous package into the
+# same slot: best effort, the slot was changed in place. Re-running after a
+# crash resumes.
+#
+#   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+set -o errexit -o nounset -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
+
+usage() {
+  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+# restore redeploys the fallback package into the same slot.
+restore() {
+  local active fallback
+  active=$(txn slots.active)
+  fallback=$(txn fallback)
+  fail "$1"
+  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || true
+    echo "nothing was deployed; slot $active untouched"
+    finish 1
+  fi
+  if [ -z "$fallback" ]; then
+    fail "no previous package is recorded for slot $active: nothing to restore"
+    step RESTORING false || true
+    finish 3
+  fi
+  echo "BEST EFFORT: redeploying the previous package ${fallback:0:12} into slot $active (in-place cannot guarantee it comes back as it was)"
+  if step RESTORING "$SLOT" deploy "$active" "$fallback" "${DEPLOY_ARGS[@]}"; then
+    if kb "$GATE" --slot "$active" --record "${GATE_ARGS[@]}"; then
+      pass "previous package redeployed into slot $active and its gate passes (best effort)"
+    else
+      fail "previous package redeployed into slot $active, but its gate fails: see kubectl bundle-gate --slot $active"
+    fi
+    step RESTORED true
+    kb "$JOURNAL" end -q
+    finish 1
+  fi
+  fail "redeploying the previous package into slot $active"
+  finish 3
+}
+
+main() {
+  parse_args "$@"
+  [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
+  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+  check_open in-place
+  if [ -z "$(txn id)" ]; then
+    local active fallback
+    active=$(active_slot)
+    [ -n "$active" ] || die "no active slot: in-place updates the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
+    fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
+    kb "$JOURNAL" begin --strategy in-place --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
+  fi
+  local active digest
+  active=$(txn slots.active)
+  digest=$(txn target)
+  case "$(txn phase)" in
+    RESTORING | RESTORED) restore "resuming an interrupted restore" ;;
+    COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
+  esac
+  if [ "$(txn status)" = "failed" ]; then
+    restore "$(txn phase) failed before: $(txn lastError)"
+  fi
+
+  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || restore "verification of $PACKAGE"
+  pass "package verified and staged ($digest)"
+  step DEPLOYING "$SLOT" deploy "$active" "$digest" "${DEPLOY_ARGS[@]}" || restore "deploying into slot $active"
+  pass "package deployed into slot $active"
+  step HEALTHY "$GATE" --slot "$active" --record "${GATE_ARGS[@]}" || restore "gate of slot $active"
+  pass "slot $active passed its gate"
+  step COMMITTED true
+  kb "$JOURNAL" end -q
+  pass "update committed"
+  finish 0
+}
+
+main "$@"

@@ -1,0 +1,150 @@
+# shellcheck shell=bash
+# lib.sh: what the strategy scripts share. Sourced by in-place.sh,
+# blue-green.sh and recreate.sh; holds no state (the journal does).
+
+# Plugins are found on PATH, as kubectl finds them. (Used by the scripts
+# that source this file.)
+# shellcheck disable=SC2034
+VERIFY=kubectl-bundle-verify
+JOURNAL=kubectl-bundle-journal
+SLOT=kubectl-bundle-slot
+GATE=kubectl-bundle-gate
+SWITCH=kubectl-bundle-switch
+
+VERIFY_ARGS=()
+DEPLOY_ARGS=()
+GATE_ARGS=()
+SUMMARY=()
+PACKAGE=""
+LOG=""
+
+die() {
+  echo "$(basename "$0"): $*" >&2
+  exit 2
+}
+
+# parse_args reads the verification material (as kubectl bundle-verify
+# takes it, or $ZARF_VERIFY_KEY as offline-run.sh does), the gate options,
+# --log, and one PACKAGE.
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --key)
+        VERIFY_ARGS+=(--key "$2")
+        DEPLOY_ARGS+=(--key "$2")
+        shift 2 ;;
+      --certificate-identity | --certificate-identity-regexp | --certificate-oidc-issuer | \
+        --certificate-oidc-issuer-regexp | --trusted-root)
+        VERIFY_ARGS+=("$1" "$2")
+        shift 2 ;;
+      --gate) GATE_ARGS+=(-f "$2"); shift 2 ;;
+      --gate-timeout) GATE_ARGS+=(--timeout "$2"); shift 2 ;;
+      --log) LOG=$2; shift 2 ;;
+      -h | --help) usage; exit 0 ;;
+      -*) die "unknown option $1 (see --help)" ;;
+      *)
+        [ -z "$PACKAGE" ] || die "one PACKAGE only (got $PACKAGE and $1)"
+        [ -f "$1" ] || die "package $1 not found"
+        # Absolute, so that a re-run from anywhere resumes the same transaction.
+        PACKAGE="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+        shift ;;
+    esac
+  done
+  if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "${ZARF_VERIFY_KEY:-}" ]; then
+    VERIFY_ARGS+=(--key "$ZARF_VERIFY_KEY")
+    DEPLOY_ARGS+=(--key "$ZARF_VERIFY_KEY")
+  fi
+  if [ -n "$LOG" ]; then
+    # Everything also goes to the log, so an unattended run can be read later.
+    exec > >(tee -a "$LOG") 2>&1
+    echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) ====="
+  fi
+}
+
+# kb runs one plugin call. Tests set KB_TEST_KILL_AFTER=N to have the
+# script SIGKILL its own process group after its N-th plugin call, the way
+# a power cut or a killed shell would stop it.
+kb() {
+  local rc=0
+  "$@" || rc=$?
+  if [ -n "${KB_TEST_KILL_AFTER:-}" ]; then
+    local n=0
+    [ -f "$KB_TEST_COUNTER" ] && n=$(cat "$KB_TEST_COUNTER")
+    n=$((n + 1))
+    echo "$n" >"$KB_TEST_COUNTER"
+    if [ "$n" -eq "$KB_TEST_KILL_AFTER" ]; then
+      kill -KILL 0
+    fi
+  fi
+  return "$rc"
+}
+
+# step PHASE COMMAND...: run COMMAND as the journal step PHASE (skipped when
+# already done, redone when it was interrupted).
+step() {
+  local phase=$1
+  shift
+  kb "$JOURNAL" run "$phase" -- "$@"
+}
+
+# txn FIELD: a field of the open transaction ("" when none is open).
+txn() {
+  "$JOURNAL" status -o "jsonpath={.transaction.$1}"
+}
+
+# done_phase PHASE: whether the open transaction has finished PHASE.
+done_phase() {
+  [ "$("$JOURNAL" status -o "jsonpath={.transaction.steps[?(@.phase==\"$1\")].status}")" = "done" ]
+}
+
+pass() {
+  SUMMARY+=("PASS: $*")
+  echo "PASS: $*"
+}
+
+fail() {
+  SUMMARY+=("FAIL: $*")
+  echo "FAIL: $*" >&2
+}
+
+# finish prints the summary and exits with CODE: 0 applied, 1 the update
+# failed and the previous deployment was kept or restored, 3 a rollback
+# step failed (kubectl bundle-journal status names the next command).
+finish() {
+  local code=$1
+  echo ""
+  echo "===== summary ====="
+  printf '%s\n' "${SUMMARY[@]}"
+  case "$code" in
+    0) echo "RESULT: PASS" ;;
+    1) echo "RESULT: FAIL (the previous deployment is in place)" ;;
+    *) echo "RESULT: FAIL (rollback incomplete: kubectl bundle-journal status says what to run next)" ;;
+  esac
+  exit "$code"
+}
+
+# check_open STRATEGY: an open transaction must be this script's, for this
+# PACKAGE; then the script resumes it.
+check_open() {
+  local strategy package
+  strategy=$(txn strategy)
+  [ -z "$strategy" ] && return 0
+  package=$(txn package)
+  if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && [ "$package" != "$PACKAGE" ]; }; then
+    echo "$(basename "$0"): transaction $(txn id) ($strategy, package ${package:-$(txn target)}) is open; finish it first:" >&2
+    "$JOURNAL" status >&2 || true
+    exit 4
+  fi
+  echo "resuming transaction $(txn id) in phase $(txn phase) ($(txn status))"
+}
+
+# active_slot prints the active slot from the slot records alone (no
+# docker call: a rejected package must not touch the site at all).
+active_slot() {
+  "$SLOT" list -o 'jsonpath={.[?(@.active==true)].name}'
+}
+
+# other_slot SLOT: the slot blue/green builds next to SLOT.
+other_slot() {
+  if [ "$1" = "a" ]; then echo b; else echo a; fi
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# recreate.sh: strategy C. Tear the active slot down and build it again
+# with the update; on failure build it again with the previous package.
+# Needs a maintenance window, not room for two clusters. Re-running after a
+# crash resumes.
+#
+#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+set -o errexit -o nounset -o pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
+
+usage() {
+  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+# build SLOT DIGEST [DEPLOY ARGS...]: a fresh slot with DIGEST deployed.
+# One journal step, so it runs as its own process (the journal runs it).
+build() {
+  "$SLOT" destroy "$1" --force -q && "$SLOT" create "$1" --package "$2" && "$SLOT" deploy "$@"
+}
+
+# rebuild builds the slot again with the fallback package.
+rebuild() {
+  local active fallback
+  active=$(txn slots.active)
+  fallback=$(txn fallback)
+  fail "$1"
+  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || true
+    echo "nothing was torn down; slot $active untouched"
+    finish 1
+  fi
+  if [ -z "$fallback" ]; then
+    fail "no previous package is recorded for slot $active: nothing to rebuild with"
+    finish 3
+  fi
+  echo "rebuilding slot $active with the previous package ${fallback:0:12}"
+  if step BUILDING_FALLBACK "$here/recreate.sh" --build "$active" "$fallback" "${DEPLOY_ARGS[@]}"; then
+    if kb "$GATE" --slot "$active" --record "${GATE_ARGS[@]}"; then
+      pass "slot $active rebuilt with the previous package and its gate passes"
+    else
+      fail "slot $active rebuilt with the previous package, but its gate fails: see kubectl bundle-gate --slot $active"
+    fi
+    step RESTORED true
+    kb "$JOURNAL" end -q
+    finish 1
+  fi
+  fail "rebuilding slot $active with the previous package"
+  finish 3
+}
+
+main() {
+  parse_args "$@"
+  [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
+  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+  check_open recreate
+  if [ -z "$(txn id)" ]; then
+    local active fallback
+    active=$(active_slot)
+    [ -n "$active" ] || die "no active slot: recreate rebuilds the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
+    fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
+    kb "$JOURNAL" begin --strategy recreate --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
+  fi
+  local active digest
+  active=$(txn slots.active)
+  digest=$(txn target)
+  case "$(txn phase)" in
+    BUILDING_FALLBACK | RESTORED) rebuild "resuming an interrupted rebuild" ;;
+    COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
+  esac
+  if [ "$(txn status)" = "failed" ]; then
+    rebuild "$(txn phase) failed before: $(txn lastError)"
+  fi
+
+  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
+  pass "package verified and staged ($digest)"
+  step TEARDOWN "$SLOT" destroy "$active" --force || rebuild "tearing down slot $active"
+  pass "slot $active torn down"
+  step BUILDING "$here/recreate.sh" --build "$active" "$digest" "${DEPLOY_ARGS[@]}" || rebuild "building slot $active"
+  pass "slot $active built with the package"
+  step HEALTHY "$GATE" --slot "$active" --record "${GATE_ARGS[@]}" || rebuild "gate of slot $active"
+  pass "slot $active passed its gate"
+  step COMMITTED true
+  kb "$JOURNAL" end -q
+  pass "update committed"
+  finish 0
+}
+
+if [ "${1:-}" = "--build" ]; then
+  shift
+  build "$@"
+  exit
+fi
+main "$@"
