@@ -141,7 +141,7 @@ check_open() {
 # active_slot prints the active slot from the slot records alone (no
 # docker call: a rejected package must not touch the site at all).
 active_slot() {
-  "$SLOT" list -o 'jsonpath={.[?(@.active==true)].name}'
+  "$SLOT" list -o 'jsonpath={[?(@.active==true)].name}'
 }
 
 # other_slot SLOT: the slot blue/green builds next to SLOT.
