@@ -1,0 +1,209 @@
+package kubectlbundle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
+)
+
+// U4 of the seed for every strategy: the script is killed (SIGKILL to its
+// process group) after each of its plugin calls in turn, then re-run; it
+// must always converge on the same end, and blue/green must not have
+// touched the active slot before its switch.
+
+const (
+	pkgV1 = "testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst"
+	pkgV2 = "testdata/packages/v1beta1/zarf-package-demo-beta-amd64-1.0.0.tar.zst"
+)
+
+// newStrategySite: kind slot a (backed by a real API server) with v1,
+// active and gated; a second server waits for slot b.
+func newStrategySite(t *testing.T) *switchSite {
+	t.Helper()
+	if _, err := exec.LookPath("kubectl-bundle-slot"); err != nil {
+		t.Skip("the testscript-registered binaries are not on PATH")
+	}
+	root := t.TempDir()
+	for _, d := range []string{"fakes/ports", "archives", "home"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
+		"gate.yaml": "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"airgap-mgmt-a", "airgap-mgmt-b"} {
+		cfg := testenv.Start(t)
+		kc, err := testenv.Kubeconfig(cfg, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name+".kubeconfig"), kc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "healthy", Namespace: "default"}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wd, _ := os.Getwd()
+	s := &switchSite{t: t, root: root, env: append(os.Environ(),
+		"KUBECTL_BUNDLE_STATE_DIR="+filepath.Join(root, "state"),
+		"KUBECONFIG="+filepath.Join(root, "kubeconfig"),
+		"KUBECTL_BUNDLE_ARCHIVES="+filepath.Join(root, "archives"),
+		"FAKES="+filepath.Join(root, "fakes"),
+		"ZARF_VERIFY_KEY="+filepath.Join(wd, "testdata/keys/cosign.pub"),
+		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
+		"FAKE_FAIL=", "KB_TEST_KILL_AFTER=")}
+	v1 := filepath.Join(wd, pkgV1)
+	s.must("kubectl-bundle-slot", "create", "a", "-q")
+	s.must("kubectl-bundle-verify", "--stage", "-q", v1, "--key", filepath.Join(wd, "testdata/keys/cosign.pub"))
+	s.must("kubectl-bundle-slot", "deploy", "a", v1, "-q")
+	s.must("kubectl-bundle-gate", "--slot", "a", "--record", "-f", filepath.Join(root, "gate.yaml"), "--once", "-q")
+	s.must("kubectl-bundle-switch", "to", "a", "-q")
+	return s
+}
+
+// script runs a strategy script; with killAfter > 0 it is killed after
+// that many plugin calls. It reports whether the kill happened.
+func (s *switchSite) script(killAfter int, script string, args ...string) (out string, killed bool, code int) {
+	s.t.Helper()
+	wd, _ := os.Getwd()
+	cmd := exec.Command(filepath.Join(wd, "scripts", script), args...)
+	cmd.Env = append(append([]string{}, s.env...), "KB_TEST_COUNTER="+filepath.Join(s.root, "kill-counter"))
+	if killAfter > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("KB_TEST_KILL_AFTER=%d", killAfter))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Dir = s.root
+	b, err := cmd.CombinedOutput()
+	_ = os.Remove(filepath.Join(s.root, "kill-counter"))
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(b), false, 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return string(b), true, -1
+		}
+		return string(b), false, ee.ExitCode()
+	}
+	s.t.Fatalf("running %s: %v", script, err)
+	return "", false, 0
+}
+
+func (s *switchSite) field(name string, args ...string) string {
+	s.t.Helper()
+	return strings.TrimSpace(s.must(name, args...))
+}
+
+func (s *switchSite) calls() string {
+	b, _ := os.ReadFile(filepath.Join(s.root, "fakes", "calls"))
+	return string(b)
+}
+
+// killEveryStep runs the script killed after call 1, 2, ... until a run
+// finishes unkilled; after each kill, check(afterKill) and a re-run that
+// must exit 0 and pass final.
+func killEveryStep(t *testing.T, base *switchSite, script string, args []string, afterKill, final func(s *switchSite, n int)) {
+	for n := 1; ; n++ {
+		s := base.snapshot(t.TempDir())
+		_ = os.Remove(filepath.Join(s.root, "fakes", "calls")) // only this run's calls count
+		out, killed, code := s.script(n, script, args...)
+		if !killed {
+			if code != 0 {
+				t.Fatalf("unkilled run (after %d calls) exited %d:\n%s", n-1, code, out)
+			}
+			t.Logf("%s: killed after each of %d plugin calls; every re-run converged", script, n-1)
+			if n < 4 {
+				t.Errorf("only %d plugin calls: the kill hook does not reach the steps", n-1)
+			}
+			return
+		}
+		afterKill(s, n)
+		out, killed, code = s.script(0, script, args...)
+		if killed || code != 0 {
+			t.Fatalf("killed after call %d, the re-run exited %d:\n%s", n, code, out)
+		}
+		final(s, n)
+		if n > 30 {
+			t.Fatal("no end to the plugin calls")
+		}
+	}
+}
+
+func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
+	site := newStrategySite(t)
+	wd, _ := os.Getwd()
+	v2 := filepath.Join(wd, pkgV2)
+	gate := filepath.Join(site.root, "gate.yaml")
+
+	t.Run("blue-green", func(t *testing.T) {
+		killEveryStep(t, site, "blue-green.sh", []string{"apply", v2, "--gate", gate},
+			func(s *switchSite, n int) {
+				// Before the switch, nothing may have touched slot a.
+				calls := s.calls()
+				if strings.Contains(calls, "context kind-airgap-mgmt-a]") || strings.Contains(calls, "--name airgap-mgmt-a") {
+					t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
+				}
+				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}"); got != "demo" {
+					t.Errorf("kill %d: slot a holds %q", n, got)
+				}
+			},
+			func(s *switchSite, n int) {
+				if got := s.field("kubectl-bundle-switch", "status", "-o", "jsonpath={.active}/{.consistent}"); got != "b/true" {
+					t.Errorf("kill %d then re-run: switch %s", n, got)
+				}
+				if got := s.field("kubectl-bundle-slot", "describe", "b", "-o", "jsonpath={.package.name}"); got != "demo-beta" {
+					t.Errorf("kill %d then re-run: slot b holds %q", n, got)
+				}
+				if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.phase}"); got != "SOAKING" {
+					t.Errorf("kill %d then re-run: phase %q", n, got)
+				}
+				if strings.Count(s.calls(), "kind create cluster --name airgap-mgmt-b") > 2 {
+					t.Errorf("kill %d: slot b created more than twice", n)
+				}
+			})
+	})
+	t.Run("in-place", func(t *testing.T) {
+		killEveryStep(t, site, "in-place.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
+			func(s *switchSite, n int) {
+				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}"); got != "demo-beta" {
+					t.Errorf("kill %d then re-run: slot a holds %q", n, got)
+				}
+				if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.id}"); got != "" {
+					t.Errorf("kill %d then re-run: transaction %s still open", n, got)
+				}
+			})
+	})
+	t.Run("recreate", func(t *testing.T) {
+		killEveryStep(t, site, "recreate.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
+			func(s *switchSite, n int) {
+				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}/{.state}"); got != "demo-beta/ready" {
+					t.Errorf("kill %d then re-run: slot a is %q", n, got)
+				}
+				if got := s.field("kubectl-bundle-journal", "log", "-o", "jsonpath={[*].phase}"); !strings.Contains(got, "COMMITTED") {
+					t.Errorf("kill %d then re-run: no COMMITTED in %s", n, got)
+				}
+			})
+	})
+}
