@@ -29,9 +29,9 @@ build:
 	  ln -sf kubectl-bundle-$$p $(BIN)/kubectl-bundle_$$p; \
 	done
 
-## demo: build, then verify the example package in testdata/ with its key
-demo: build
-	$(BIN)/kubectl-bundle-verify testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst --key testdata/keys/cosign.pub
+## demo: the blue/green flow on four local API servers and the real zarf: v1 into slot a, blue-green.sh apply v2 (gate, switch), then revert
+demo: build testbin
+	$(GO) run ./hack/demo
 
 ## e2e-kind: the real kind + Docker path of the slot plugin (needs a Docker engine and E2E_ARCHIVES; not part of test)
 e2e-kind: build testbin

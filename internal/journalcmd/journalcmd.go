@@ -272,8 +272,11 @@ func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		if e.Type == journal.EventBegin {
 			line += fmt.Sprintf(" %s %s", e.Strategy, e.Target)
 		}
-		if e.Slot != "" {
-			line += fmt.Sprintf("slot %s %s %s", e.Slot, e.Detail, e.Status)
+		switch {
+		case e.Type == "slot":
+			line += fmt.Sprintf("%s: %s %s", e.Slot, e.Detail, e.Status)
+		case e.Detail != "":
+			line += fmt.Sprintf("%s %s", e.Detail, e.Status)
 		}
 		if e.Error != "" {
 			line += ": " + e.Error

@@ -78,6 +78,8 @@ func Healthy(ctx context.Context, mgmt, workload *rest.Config, site Site) error 
 	reg := site.Registry
 	steps := []func() error{
 		func() error { return m.namespaces("flux-system", "zarf", "kube-system", "capd-system") },
+		// zarf deploys only into a cluster with a Ready node.
+		func() error { return m.readyNode("airgap-mgmt-control-plane") },
 		// kind's own images, ignored by the default gate, and the rest from the Zarf registry.
 		func() error {
 			return m.runningPod("kube-system", "coredns", "registry.k8s.io/coredns/coredns:v1.12.1")

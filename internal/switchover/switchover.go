@@ -405,5 +405,9 @@ func (s *Switcher) event(what, to, from string) {
 	if s.Journal == nil {
 		return
 	}
-	_ = s.Journal.Record(journal.Event{Type: "switch", Slot: to, Detail: what + " from " + orNone(from), Status: "done"})
+	detail := fmt.Sprintf("%s %s from %s", what, to, orNone(from))
+	if what == "accept" {
+		detail = "accept " + to
+	}
+	_ = s.Journal.Record(journal.Event{Type: "switch", Slot: to, Detail: detail, Status: "done"})
 }

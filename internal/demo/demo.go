@@ -1,0 +1,229 @@
+// Package demo runs the blue/green flow on the real parts a machine
+// without Docker has: local API servers as slots a and b (existing
+// provider), packages built, signed and deployed by the real zarf, the
+// built-in gate against statuses a simulated controller step writes, and
+// the switch followed by the real kubectl. make demo and the end-to-end
+// test both run it.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/sitesim"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
+)
+
+// Options configure a run.
+type Options struct {
+	// Root is the repository (scripts/, testdata/keys, testdata/crds).
+	Root string
+	// Path is prepended to PATH: where the plugins, the real zarf and
+	// kubectl are found.
+	Path []string
+	// Work is a scratch directory (state dir, kubeconfig, packages).
+	Work string
+	Out  io.Writer
+}
+
+type run struct {
+	o   Options
+	env []string
+}
+
+func (r *run) say(format string, args ...any) {
+	fmt.Fprintf(r.o.Out, "\n\033[1m### "+format+"\033[0m\n", args...)
+}
+
+// sh runs one command with its output shown, as the operator would type it.
+func (r *run) sh(ctx context.Context, name string, args ...string) error {
+	fmt.Fprintf(r.o.Out, "$ %s %s\n", name, strings.Join(args, " "))
+	// Resolved here: the child's PATH does not decide which program starts.
+	for _, dir := range r.o.Path {
+		if p := filepath.Join(dir, name); !strings.Contains(name, "/") && isExec(p) {
+			name = p
+			break
+		}
+	}
+	code, err := runner.Exec{Env: r.env, Dir: r.o.Work}.RunAttached(ctx, nil, r.o.Out, r.o.Out, name, args...)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("%s %s exited %d", name, strings.Join(args, " "), code)
+	}
+	return nil
+}
+
+// Run runs the demo: v1 into slot a, blue-green apply of v2 into slot b,
+// the switch, then revert. It stops the API servers before it returns.
+func Run(ctx context.Context, o Options) (err error) {
+	if e := testenv.Missing(); e != nil {
+		return e
+	}
+	r := &run{o: o}
+	kubeconfig := filepath.Join(o.Work, "kubeconfig")
+	r.env = []string{
+		"PATH=" + strings.Join(append(append([]string{}, o.Path...), os.Getenv("PATH")), string(os.PathListSeparator)),
+		"KUBECONFIG=" + kubeconfig,
+		"KUBECTL_BUNDLE_STATE_DIR=" + filepath.Join(o.Work, "state"),
+		"ZARF_VERIFY_KEY=" + filepath.Join(o.Root, "testdata", "keys", "cosign.pub"),
+		"NO_COLOR=1",
+	}
+
+	r.say("starting four local API servers: the management clusters of slots a and b, and a CAPD workload cluster for each")
+	crds := filepath.Join(o.Root, "testdata", "crds")
+	cfgs := map[string]*rest.Config{}
+	for _, name := range []string{"site-a", "site-a-wl", "site-b", "site-b-wl"} {
+		cfg, stop, e := testenv.StartServer(crds)
+		if e != nil {
+			return e
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+		cfgs[name] = cfg
+		fmt.Fprintf(o.Out, "%s: %s\n", name, cfg.Host)
+	}
+	if err := writeKubeconfig(kubeconfig, map[string]*rest.Config{"site-a": cfgs["site-a"], "site-b": cfgs["site-b"]}); err != nil {
+		return err
+	}
+	r.say("simulated controllers: Flux, Cluster API, kubelet and Zarf statuses of a healthy site, in both slots")
+	for _, s := range []string{"a", "b"} {
+		if err := sitesim.Healthy(ctx, cfgs["site-"+s], cfgs["site-"+s+"-wl"], sitesim.Site{}); err != nil {
+			return err
+		}
+	}
+	if err := r.files(); err != nil {
+		return err
+	}
+	key := filepath.Join(o.Root, "testdata", "keys", "cosign.key")
+	r.say("building and signing v1 and v2 of the site package with the real zarf")
+	for _, v := range []string{"v1", "v2"} {
+		if err := r.sh(ctx, "zarf", "package", "create", filepath.Join(o.Work, "src-"+v), "--confirm", "--signing-key", key,
+			"--signing-key-pass", "testpass", "-o", o.Work, "--skip-sbom", "--no-color", "--log-level", "warn"); err != nil {
+			return err
+		}
+	}
+	v1 := filepath.Join(o.Work, "zarf-package-site-amd64-1.0.0.tar.zst")
+	v2 := filepath.Join(o.Work, "zarf-package-site-amd64-2.0.0.tar.zst")
+	pub := filepath.Join(o.Root, "testdata", "keys", "cosign.pub")
+	gateFile := filepath.Join(o.Work, "gate.yaml")
+
+	r.say("today's site: v1 in slot a, gated, active")
+	for _, c := range [][]string{
+		{"kubectl-bundle-slot", "create", "a"},
+		{"kubectl-bundle-verify", "--stage", v1, "--key", pub},
+		{"kubectl-bundle-slot", "deploy", "a", v1, "--key", pub},
+		{"kubectl-bundle-gate", "--slot", "a", "--record", "-f", gateFile, "--timeout", "1m"},
+		{"kubectl-bundle-switch", "to", "a"},
+		{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+	} {
+		if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+			return err
+		}
+	}
+	bg := filepath.Join(o.Root, "scripts", "blue-green.sh")
+	r.say("the update: blue-green.sh apply v2 (slot b is built, deployed, gated, switched to; slot a is not touched)")
+	if err := r.sh(ctx, bg, "apply", v2, "--gate", gateFile, "--log", filepath.Join(o.Work, "blue-green.log")); err != nil {
+		return err
+	}
+	r.say("the operators' names follow the switch")
+	for _, c := range [][]string{
+		{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+		{"kubectl-bundle-switch", "status"},
+		{"kubectl-bundle-slot", "list"},
+	} {
+		if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+			return err
+		}
+	}
+	r.say("a regression found while soaking: revert")
+	if err := r.sh(ctx, bg, "revert"); err != nil {
+		return err
+	}
+	for _, c := range [][]string{
+		{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+		{"kubectl-bundle-switch", "status"},
+		{"kubectl-bundle-journal", "log"},
+	} {
+		if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+			return err
+		}
+	}
+	r.say("done: stopping the API servers")
+	return nil
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func writeKubeconfig(path string, cfgs map[string]*rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	for name, cfg := range cfgs {
+		kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// files writes the slot config, the gate and the two package sources.
+func (r *run) files() error {
+	defaultGate := strings.Replace(string(gate.DefaultYAML()), "useDockerPort: true", "useDockerPort: false # no Docker here: the secret's server is reachable", 1)
+	files := map[string]string{
+		"state/config.yaml": `kind: Config
+provider: existing
+existing:
+  a: {context: site-a}
+  b: {context: site-b}
+`,
+		"gate.yaml": defaultGate,
+	}
+	for _, v := range []string{"1", "2"} {
+		files["src-v"+v+"/zarf.yaml"] = fmt.Sprintf(`kind: ZarfPackageConfig
+metadata:
+  name: site
+  version: %s.0.0
+  yolo: true
+variables:
+  - name: SLOT
+    default: none
+components:
+  - name: config
+    required: true
+    manifests:
+      - name: config
+        namespace: site
+        files: [marker.yaml]
+`, v)
+		files["src-v"+v+"/marker.yaml"] = fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: marker
+data:
+  version: "v%s in slot ###ZARF_VAR_SLOT###"
+`, v)
+	}
+	for name, content := range files {
+		p := filepath.Join(r.o.Work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
