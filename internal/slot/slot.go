@@ -350,6 +350,8 @@ type Staged struct {
 	Version  string
 	Verified bool
 	Signer   string
+	// Key is the public key verify checked the signature with.
+	Key string
 }
 
 // ResolvePackage finds PACKAGE: a staged digest, or a path whose sha256
@@ -385,6 +387,7 @@ func ResolvePackage(d *state.Dir, arg string, insecure bool) (*Staged, error) {
 		}
 	}
 	var vr struct {
+		Key    string `json:"key"`
 		Report struct {
 			Verified bool `json:"verified"`
 			Package  struct {
@@ -405,7 +408,7 @@ func ResolvePackage(d *state.Dir, arg string, insecure bool) (*Staged, error) {
 		return nil, fmt.Errorf("staged package %s is incomplete (%v): stage it again with kubectl bundle-verify --stage", digest, err)
 	}
 	s.Verified, s.Name, s.Version = vr.Report.Verified, vr.Report.Package.Name, vr.Report.Package.Version
-	s.Signer = vr.Report.Signer.Method
+	s.Signer, s.Key = vr.Report.Signer.Method, vr.Key
 	if !s.Verified && !insecure {
 		return nil, &NotVerifiedError{Path: arg}
 	}
@@ -457,6 +460,12 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 		return nil, err
 	}
 	args := []string{"package", "deploy", st.Path, "--confirm"}
+	if o.Key == "" && st.Key != "" {
+		// zarf checks the signature too, with the key verify used.
+		if _, err := os.Stat(st.Key); err == nil {
+			o.Key = st.Key
+		}
+	}
 	if o.Key != "" {
 		args = append(args, "--key", o.Key)
 	}

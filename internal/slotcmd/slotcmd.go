@@ -74,7 +74,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Flags: []cli.Flag{pkgFlag}, Action: slotArg(create, true)},
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too", TakesFile: true},
+					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
 					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged (not recommended)"},
 					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf waits for the package's resources (default zarf's)"},
 				}, Action: slotArg(deploy, true)},

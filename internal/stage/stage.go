@@ -118,6 +118,9 @@ type Record struct {
 	Report      any    `json:"report"`
 	ToolVersion string `json:"toolVersion"`
 	StagedAt    string `json:"stagedAt"`
+	// Key is the public key file the signature was checked with, so that
+	// a deploy can hand zarf the same key.
+	Key string `json:"key,omitempty"`
 }
 
 // ValidName checks a package file name before it becomes a path in the state dir.
@@ -131,7 +134,7 @@ func ValidName(name string) error {
 // Commit moves the verified copy to packages/<sha256>/<name> beside
 // <name>.sha256 and verification.json. When that digest is already staged,
 // the existing copy is kept and this one discarded.
-func (s *Stager) Commit(sha256, name string, report any, toolVersion string) (*Result, error) {
+func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 	defer s.Abort()
 	if err := ValidName(name); err != nil {
 		return nil, err
@@ -162,12 +165,13 @@ func (s *Stager) Commit(sha256, name string, report any, toolVersion string) (*R
 	if err := state.WriteFile(filepath.Join(s.tmpDir, name+".sha256"), []byte(sidecar)); err != nil {
 		return nil, err
 	}
-	rec, err := json.MarshalIndent(Record{Report: report, ToolVersion: toolVersion, StagedAt: time.Now().UTC().Format(time.RFC3339)}, "", "  ")
+	rec.StagedAt = time.Now().UTC().Format(time.RFC3339)
+	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding verification.json: %w", err)
 	}
 	state.CrashPoint("stage:before-record")
-	if err := state.WriteFile(filepath.Join(s.tmpDir, "verification.json"), append(rec, '\n')); err != nil {
+	if err := state.WriteFile(filepath.Join(s.tmpDir, "verification.json"), append(data, '\n')); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(s.tmpDir, state.DirMode); err != nil {

@@ -140,7 +140,13 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	rep.ToolVersion = kcli.ToolVersion()
 	if rep.Verified && stager != nil {
-		res, err := stager.Commit(rep.SHA256, name, rep, kcli.ToolVersion())
+		key := cmd.String("key")
+		if key != "" {
+			if abs, err := filepath.Abs(key); err == nil {
+				key = abs
+			}
+		}
+		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: rep, ToolVersion: kcli.ToolVersion(), Key: key})
 		if err != nil {
 			return kcli.Environment(err)
 		}
