@@ -22,12 +22,7 @@ rollback() {
   local candidate
   candidate=$(txn slots.candidate)
   fail "$1"
-  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
-    kb "$JOURNAL" abort -q || true
-    kb "$JOURNAL" end -q || true
-    echo "nothing was built; slot $(txn slots.active 2>/dev/null || true) untouched"
-    finish 1
-  fi
+  close_if_untouched "nothing was built; slot $(txn slots.active) untouched"
   if step DESTROYING "$SLOT" destroy "$candidate" && step ROLLED_BACK true && kb "$JOURNAL" end -q; then
     pass "candidate slot $candidate destroyed; the active slot was not touched"
     finish 1

@@ -20,30 +20,14 @@ restore() {
   active=$(txn slots.active)
   fallback=$(txn fallback)
   fail "$1"
-  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
-    kb "$JOURNAL" abort -q || true
-    kb "$JOURNAL" end -q || true
-    echo "nothing was deployed; slot $active untouched"
-    finish 1
-  fi
+  close_if_untouched "nothing was deployed; slot $active untouched"
   if [ -z "$fallback" ]; then
     fail "no previous package is recorded for slot $active: nothing to restore"
-    step RESTORING false || true
     finish 3
   fi
   echo "BEST EFFORT: redeploying the previous package ${fallback:0:12} into slot $active (in-place cannot guarantee it comes back as it was)"
-  if step RESTORING "$SLOT" deploy "$active" "$fallback" "${DEPLOY_ARGS[@]}"; then
-    if kb "$GATE" --slot "$active" --record "${GATE_ARGS[@]}"; then
-      pass "previous package redeployed into slot $active and its gate passes (best effort)"
-    else
-      fail "previous package redeployed into slot $active, but its gate fails: see kubectl bundle-gate --slot $active"
-    fi
-    step RESTORED true
-    kb "$JOURNAL" end -q
-    finish 1
-  fi
-  fail "redeploying the previous package into slot $active"
-  finish 3
+  recover RESTORING "$active" "previous package redeployed into slot $active (best effort)" \
+    "$SLOT" deploy "$active" "$fallback" "${DEPLOY_ARGS[@]}"
 }
 
 main() {

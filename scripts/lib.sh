@@ -123,6 +123,37 @@ finish() {
   exit "$code"
 }
 
+# close_if_untouched MSG: when the package was rejected before anything
+# changed, close the transaction, say MSG and exit 1.
+close_if_untouched() {
+  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || true
+    echo "$1"
+    finish 1
+  fi
+}
+
+# recover PHASE SLOT WHAT COMMAND...: run the recovery step COMMAND as
+# PHASE, gate SLOT again, close the transaction as RESTORED and exit 1;
+# exit 3 when the recovery step itself fails.
+recover() {
+  local phase=$1 slot=$2 what=$3
+  shift 3
+  if ! step "$phase" "$@"; then
+    fail "$what: the recovery step failed"
+    finish 3
+  fi
+  if kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}"; then
+    pass "$what and its gate passes"
+  else
+    fail "$what, but its gate fails: see kubectl bundle-gate --slot $slot"
+  fi
+  step RESTORED true
+  kb "$JOURNAL" end -q
+  finish 1
+}
+
 # check_open STRATEGY: an open transaction must be this script's, for this
 # PACKAGE; then the script resumes it.
 check_open() {

@@ -26,29 +26,14 @@ rebuild() {
   active=$(txn slots.active)
   fallback=$(txn fallback)
   fail "$1"
-  if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
-    kb "$JOURNAL" abort -q || true
-    kb "$JOURNAL" end -q || true
-    echo "nothing was torn down; slot $active untouched"
-    finish 1
-  fi
+  close_if_untouched "nothing was torn down; slot $active untouched"
   if [ -z "$fallback" ]; then
     fail "no previous package is recorded for slot $active: nothing to rebuild with"
     finish 3
   fi
   echo "rebuilding slot $active with the previous package ${fallback:0:12}"
-  if step BUILDING_FALLBACK "$here/recreate.sh" --build "$active" "$fallback" "${DEPLOY_ARGS[@]}"; then
-    if kb "$GATE" --slot "$active" --record "${GATE_ARGS[@]}"; then
-      pass "slot $active rebuilt with the previous package and its gate passes"
-    else
-      fail "slot $active rebuilt with the previous package, but its gate fails: see kubectl bundle-gate --slot $active"
-    fi
-    step RESTORED true
-    kb "$JOURNAL" end -q
-    finish 1
-  fi
-  fail "rebuilding slot $active with the previous package"
-  finish 3
+  recover BUILDING_FALLBACK "$active" "slot $active rebuilt with the previous package" \
+    "$here/recreate.sh" --build "$active" "$fallback" "${DEPLOY_ARGS[@]}"
 }
 
 main() {

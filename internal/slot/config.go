@@ -168,24 +168,23 @@ func flagName(key string) string {
 	return b.String()
 }
 
+// strings maps each string setting's key to its field.
+func (c *Config) strings() map[string]*string {
+	return map[string]*string{
+		"provider": &c.Provider, "clusterPrefix": &c.ClusterPrefix, "registryName": &c.RegistryName,
+		"registryImage": &c.RegistryImage, "nodeImage": &c.NodeImage, "dockerSocket": &c.DockerSocket,
+		"archives": &c.Archives, "initPackageGlob": &c.InitPackageGlob, "aliasContext": &c.AliasContext,
+		"registryAlias": &c.RegistryAlias, "network": &c.Network, "soakWindow": &c.SoakWindow,
+	}
+}
+
 func merge(c, f *Config) {
-	str := func(dst *string, v string) {
-		if v != "" {
+	from := f.strings()
+	for key, dst := range c.strings() {
+		if v := *from[key]; v != "" {
 			*dst = v
 		}
 	}
-	str(&c.Provider, f.Provider)
-	str(&c.ClusterPrefix, f.ClusterPrefix)
-	str(&c.RegistryName, f.RegistryName)
-	str(&c.RegistryImage, f.RegistryImage)
-	str(&c.NodeImage, f.NodeImage)
-	str(&c.DockerSocket, f.DockerSocket)
-	str(&c.Archives, f.Archives)
-	str(&c.InitPackageGlob, f.InitPackageGlob)
-	str(&c.AliasContext, f.AliasContext)
-	str(&c.RegistryAlias, f.RegistryAlias)
-	str(&c.Network, f.Network)
-	str(&c.SoakWindow, f.SoakWindow)
 	if f.RegistryPortBase != 0 {
 		c.RegistryPortBase = f.RegistryPortBase
 	}
@@ -204,40 +203,18 @@ func merge(c, f *Config) {
 }
 
 func set(c *Config, key, v string) error {
-	switch key {
-	case "provider":
-		c.Provider = v
-	case "clusterPrefix":
-		c.ClusterPrefix = v
-	case "registryName":
-		c.RegistryName = v
-	case "registryPortBase":
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a port number", v)
-		}
-		c.RegistryPortBase = n
-	case "registryImage":
-		c.RegistryImage = v
-	case "nodeImage":
-		c.NodeImage = v
-	case "dockerSocket":
-		c.DockerSocket = v
-	case "archives":
-		c.Archives = v
-	case "initPackageGlob":
-		c.InitPackageGlob = v
-	case "aliasContext":
-		c.AliasContext = v
-	case "registryAlias":
-		c.RegistryAlias = v
-	case "network":
-		c.Network = v
-	case "soakWindow":
-		c.SoakWindow = v
-	default:
+	if dst, ok := c.strings()[key]; ok {
+		*dst = v
+		return nil
+	}
+	if key != "registryPortBase" {
 		return fmt.Errorf("unknown setting %s", key)
 	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a port number", v)
+	}
+	c.RegistryPortBase = n
 	return nil
 }
 

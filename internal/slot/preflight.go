@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/units"
 )
 
 // Finding is one preflight observation.
@@ -313,15 +315,4 @@ func parseBytes(s string) (int64, error) {
 	return 0, fmt.Errorf("size %q has no unit", s)
 }
 
-func bytesIEC(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%dB", b)
-	}
-	div, exp := int64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(b)/float64(div), "KMGTPE"[exp])
-}
+func bytesIEC(b int64) string { return units.IEC(b) }

@@ -1,0 +1,18 @@
+// Package units formats sizes for people.
+package units
+
+import "fmt"
+
+// IEC formats n bytes in IEC units: 512 B, 1.5 GiB.
+func IEC(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
