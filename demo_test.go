@@ -27,7 +27,7 @@ func TestDemoOnRealParts(t *testing.T) {
 	root, _ := os.Getwd()
 	var out bytes.Buffer
 	// The real zarf first on PATH: the registered fake zarf must not answer.
-	err := demo.Run(context.Background(), demo.Options{Root: root, Work: t.TempDir(), Out: &out, Path: []string{filepath.Dir(zarf)}})
+	err := demo.Run(context.Background(), demo.Options{Root: root, Work: t.TempDir(), Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true})
 	log := out.String()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
@@ -46,9 +46,18 @@ func TestDemoOnRealParts(t *testing.T) {
 			t.Errorf("demo output lacks %s", want)
 		}
 	}
-	// After the revert, the alias reaches v1 in slot a again.
+	// After the revert, the alias reaches v1 in slot a again; in-place
+	// moves it to v2 and back, recreate to v2.
 	if i := strings.LastIndex(log, "a regression found while soaking"); i < 0 || !strings.Contains(log[i:], "v1 in slot a") {
 		t.Errorf("after revert the alias does not reach slot a")
+	}
+	i := strings.Index(log, "in-place.sh: v2")
+	j := strings.Index(log, "recreate.sh: slot a rebuilt")
+	if i < 0 || j < i || !regexp.MustCompile(`(?s)v2 in slot a\n.*v1 in slot a\n`).MatchString(log[i:j]) {
+		t.Errorf("in-place on the real parts did not deploy v2 and then v1")
+	}
+	if j < 0 || !strings.Contains(log[j:], "PASS: update committed") || !strings.Contains(log[j:], "v2 in slot a") {
+		t.Errorf("recreate on the real parts did not rebuild slot a with v2")
 	}
 	if t.Failed() {
 		t.Log(log)

@@ -35,6 +35,9 @@ type Options struct {
 	// Work is a scratch directory (state dir, kubeconfig, packages).
 	Work string
 	Out  io.Writer
+	// AllStrategies also runs in-place.sh and recreate.sh on the real
+	// parts after the blue/green flow (the end-to-end test does).
+	AllStrategies bool
 }
 
 type run struct {
@@ -158,6 +161,30 @@ func Run(ctx context.Context, o Options) (err error) {
 	} {
 		if err := r.sh(ctx, c[0], c[1:]...); err != nil {
 			return err
+		}
+	}
+	if o.AllStrategies {
+		r.say("in-place.sh: v2 into the active slot a, then a regression rolled back by deploying v1 in place")
+		ip := filepath.Join(o.Root, "scripts", "in-place.sh")
+		rc := filepath.Join(o.Root, "scripts", "recreate.sh")
+		for _, c := range [][]string{
+			{ip, v2, "--gate", gateFile},
+			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+			{ip, v1, "--gate", gateFile},
+			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+		} {
+			if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+				return err
+			}
+		}
+		r.say("recreate.sh: slot a rebuilt with v2")
+		for _, c := range [][]string{
+			{rc, v2, "--gate", gateFile},
+			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
+		} {
+			if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+				return err
+			}
 		}
 	}
 	r.say("done: stopping the API servers")
