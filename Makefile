@@ -27,6 +27,8 @@ build:
 	@for p in $(PLUGINS); do \
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-bundle-$$p ./cmd/kubectl-bundle-$$p; \
 	  ln -sf kubectl-bundle-$$p $(BIN)/kubectl-bundle_$$p; \
+	  ln -sf kubectl-bundle-$$p $(BIN)/kubectl_complete-bundle-$$p; \
+	  ln -sf kubectl-bundle-$$p $(BIN)/kubectl_complete-bundle_$$p; \
 	done
 
 ## demo: the blue/green flow on four local API servers and the real zarf: v1 into slot a, blue-green.sh apply v2 (gate, switch), then revert
@@ -90,11 +92,13 @@ install: build
 	@for p in $(PLUGINS); do \
 	  install -m 0755 $(BIN)/kubectl-bundle-$$p $(PREFIX)/kubectl-bundle-$$p; \
 	  ln -sf kubectl-bundle-$$p $(PREFIX)/kubectl-bundle_$$p; \
-	  echo "installed $(PREFIX)/kubectl-bundle-$$p (+ kubectl-bundle_$$p)"; \
+	  ln -sf kubectl-bundle-$$p $(PREFIX)/kubectl_complete-bundle-$$p; \
+	  ln -sf kubectl-bundle-$$p $(PREFIX)/kubectl_complete-bundle_$$p; \
+	  echo "installed $(PREFIX)/kubectl-bundle-$$p (+ kubectl-bundle_$$p and the kubectl_complete- helpers)"; \
 	done
 
 uninstall:
-	@for p in $(PLUGINS); do rm -f $(PREFIX)/kubectl-bundle-$$p $(PREFIX)/kubectl-bundle_$$p; done
+	@for p in $(PLUGINS); do rm -f $(PREFIX)/kubectl-bundle-$$p $(PREFIX)/kubectl-bundle_$$p $(PREFIX)/kubectl_complete-bundle-$$p $(PREFIX)/kubectl_complete-bundle_$$p; done
 
 ## bench: the verify benchmark against zarf and openssl (~1 GB package; see docs/benchmarks.md)
 bench: build testbin

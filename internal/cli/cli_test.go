@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v3"
 )
 
 func TestProgress(t *testing.T) {
@@ -73,5 +75,33 @@ func TestJSONPathArg(t *testing.T) {
 		if strings.Join(got, " ") != tc.want || tmpl != tc.tmpl || found != (tc.tmpl != "") {
 			t.Errorf("%q: %q %q %v", tc.in, got, tmpl, found)
 		}
+	}
+}
+
+func TestComplete(t *testing.T) {
+	root := &cli.Command{Name: "kubectl-bundle-x", Flags: CommonFlags(), Commands: []*cli.Command{
+		{Name: "create", Usage: "build a slot", Flags: []cli.Flag{&cli.StringFlag{Name: "package", Usage: "the package"}, &cli.BoolFlag{Name: "force"}}},
+		{Name: "status", Usage: "say where it stands"},
+	}}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{""}, "create\tbuild a slot\nstatus\tsay where it stands\n:4\n"},
+		{[]string{"st"}, "status\tsay where it stands\n:4\n"},
+		{[]string{"create", "--p"}, "--package\tthe package\n:4\n"},
+		{[]string{"create", "--o"}, "--output\toutput format: text or json\n:4\n"},
+		{[]string{"create", "--package", ""}, ":0\n"},
+		{[]string{"create", "--force", ""}, ":0\n"},
+		{[]string{"-q", "cre"}, "create\tbuild a slot\n:4\n"},
+	} {
+		var b strings.Builder
+		Complete(&b, root, tc.args)
+		if b.String() != tc.want {
+			t.Errorf("%q:\n%q\nwant\n%q", tc.args, b.String(), tc.want)
+		}
+	}
+	if !IsCompletion("/usr/local/bin/kubectl_complete-bundle-verify") || IsCompletion("kubectl-bundle-verify") {
+		t.Error("IsCompletion")
 	}
 }

@@ -14,7 +14,14 @@ import (
 // Main runs the command build returns, with kubectl's -o jsonpath=TEMPLATE
 // on top of every command's -o json: scripts read one field without jq
 // (`kubectl bundle-switch status -o jsonpath='{.active}'`).
+//
+// Started as kubectl_complete-<plugin> (make install links that name), it
+// answers kubectl's shell completion for the plugin instead.
 func Main(ctx context.Context, streams IOStreams, args []string, build func(IOStreams) *cli.Command) int {
+	if len(args) > 0 && IsCompletion(args[0]) {
+		Complete(streams.Out, build(streams), args[1:])
+		return ExitOK
+	}
 	args, tmpl, found := jsonpathArg(args)
 	if !found {
 		return RunCommand(ctx, streams, build(streams), args)
