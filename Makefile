@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo e2e-kind test unit testbin install uninstall fuzz bench testdata vet lint clean
+.PHONY: all build demo docs e2e-kind test unit testbin install uninstall fuzz bench testdata vet lint clean
 
 all: build
 
@@ -67,6 +67,10 @@ test: testbin lint
 	$(GO) vet ./...
 	ZARF=$(TESTBIN)/zarf $(GO) test -count=1 ./...
 	$(MAKE) fuzz FUZZTIME=2000x
+
+## docs: regenerate docs/cli/*.md and docs/man/*.1 from the commands (a test fails when they are out of date)
+docs:
+	$(GO) run ./hack/gendocs
 
 ## lint: shellcheck every script (Debian's shellcheck, fetched into bin/testbin by hack/tools/shellcheck.sh when missing) and gofmt
 lint:

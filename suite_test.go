@@ -1,0 +1,74 @@
+package kubectlbundle_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/plugins"
+)
+
+// TestDocsUpToDate fails when docs/cli or docs/man no longer match the
+// commands (UPDATE=1 or make docs rewrites them).
+func TestDocsUpToDate(t *testing.T) {
+	pages, err := plugins.Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range pages {
+		if os.Getenv("UPDATE") != "" {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is out of date: run make docs (%v)", path, err)
+		}
+	}
+}
+
+// TestSuiteBehaviour: every binary takes the suite's flags, prints its
+// version, documents its exit codes, and fails the same way on a bad flag
+// or output format.
+func TestSuiteBehaviour(t *testing.T) {
+	run := func(p plugins.Plugin, args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := kcli.Main(context.Background(), kcli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, append([]string{p.Name}, args...), p.Build)
+		return code, out.String(), errOut.String()
+	}
+	// A read-only invocation of each, to try -o yaml on.
+	readOnly := map[string][]string{
+		"kubectl-bundle-verify": {"package.tar.zst"}, "kubectl-bundle-slot": {"list"},
+		"kubectl-bundle-gate": nil, "kubectl-bundle-switch": {"status"}, "kubectl-bundle-journal": {"status"},
+	}
+	for _, p := range plugins.All() {
+		t.Run(p.Name, func(t *testing.T) {
+			code, out, _ := run(p, "--help")
+			if code != 0 {
+				t.Fatalf("--help exited %d", code)
+			}
+			for _, want := range []string{"--state-dir", "--output", "-o", "--quiet", "-q", "--version", "Exit codes"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("--help lacks %q", want)
+				}
+			}
+			code, out, _ = run(p, "--version")
+			if code != 0 || !strings.HasPrefix(out, p.Name+" version ") {
+				t.Errorf("--version: %d %q", code, out)
+			}
+			code, _, errOut := run(p, "--no-such-flag")
+			if code != kcli.ExitUsage || !strings.HasPrefix(errOut, "error: ") {
+				t.Errorf("unknown flag: exit %d, %q", code, errOut)
+			}
+			code, _, errOut = run(p, append([]string{"-o", "yaml"}, readOnly[p.Name]...)...)
+			if code != kcli.ExitUsage || !strings.Contains(errOut, `unknown output format "yaml"`) {
+				t.Errorf("-o yaml: exit %d, %q", code, errOut)
+			}
+		})
+	}
+}
