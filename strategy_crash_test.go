@@ -43,6 +43,7 @@ func newStrategySite(t *testing.T) *switchSite {
 	}
 	files := map[string]string{
 		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
+		"gate-fails.yaml": "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: fails}\nspec:\n  checks:\n  - name: absent\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: absent}\n",
 		"gate.yaml": "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n",
 	}
 	for name, content := range files {
@@ -123,14 +124,14 @@ func (s *switchSite) calls() string {
 
 // killEveryStep runs the script killed after call 1, 2, ... until a run
 // finishes unkilled; after each kill, check(afterKill) and a re-run that
-// must exit 0 and pass final.
-func killEveryStep(t *testing.T, base *switchSite, script string, args []string, afterKill, final func(s *switchSite, n int)) {
+// must exit wantCode and pass final.
+func killEveryStep(t *testing.T, base *switchSite, wantCode int, script string, args []string, afterKill, final func(s *switchSite, n int)) {
 	for n := 1; ; n++ {
 		s := base.snapshot(t.TempDir())
 		_ = os.Remove(filepath.Join(s.root, "fakes", "calls")) // only this run's calls count
 		out, killed, code := s.script(n, script, args...)
 		if !killed {
-			if code != 0 {
+			if code != wantCode {
 				t.Fatalf("unkilled run (after %d calls) exited %d:\n%s", n-1, code, out)
 			}
 			t.Logf("%s: killed after each of %d plugin calls; every re-run converged", script, n-1)
@@ -141,7 +142,7 @@ func killEveryStep(t *testing.T, base *switchSite, script string, args []string,
 		}
 		afterKill(s, n)
 		out, killed, code = s.script(0, script, args...)
-		if killed || code != 0 {
+		if killed || code != wantCode {
 			t.Fatalf("killed after call %d, the re-run exited %d:\n%s", n, code, out)
 		}
 		final(s, n)
@@ -158,7 +159,7 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 	gate := filepath.Join(site.root, "gate.yaml")
 
 	t.Run("blue-green", func(t *testing.T) {
-		killEveryStep(t, site, "blue-green.sh", []string{"apply", v2, "--gate", gate},
+		killEveryStep(t, site, 0, "blue-green.sh", []string{"apply", v2, "--gate", gate},
 			func(s *switchSite, n int) {
 				// Before the switch, nothing may have touched slot a.
 				calls := s.calls()
@@ -185,7 +186,7 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 			})
 	})
 	t.Run("in-place", func(t *testing.T) {
-		killEveryStep(t, site, "in-place.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
+		killEveryStep(t, site, 0, "in-place.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
 			func(s *switchSite, n int) {
 				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}"); got != "demo-beta" {
 					t.Errorf("kill %d then re-run: slot a holds %q", n, got)
@@ -196,7 +197,7 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 			})
 	})
 	t.Run("recreate", func(t *testing.T) {
-		killEveryStep(t, site, "recreate.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
+		killEveryStep(t, site, 0, "recreate.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
 			func(s *switchSite, n int) {
 				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}/{.state}"); got != "demo-beta/ready" {
 					t.Errorf("kill %d then re-run: slot a is %q", n, got)
@@ -205,5 +206,45 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 					t.Errorf("kill %d then re-run: no COMMITTED in %s", n, got)
 				}
 			})
+	})
+}
+
+// TestRollbacksConvergeAfterAKillAtEveryStep: the same for the failure
+// paths (U3 with U4): the update's gate fails, and the script is killed
+// after each call of the update and of its rollback.
+func TestRollbacksConvergeAfterAKillAtEveryStep(t *testing.T) {
+	site := newStrategySite(t)
+	wd, _ := os.Getwd()
+	v2 := filepath.Join(wd, pkgV2)
+	gate := filepath.Join(site.root, "gate-fails.yaml")
+	holds := func(s *switchSite, n int, slot, want string) {
+		if got := s.field("kubectl-bundle-slot", "describe", slot, "-o", "jsonpath={.package.name}/{.state}"); got != want {
+			t.Errorf("kill %d then re-run: slot %s is %q, want %q", n, slot, got, want)
+		}
+		if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.id}"); got != "" {
+			t.Errorf("kill %d then re-run: transaction %s still open", n, got)
+		}
+	}
+	t.Run("blue-green", func(t *testing.T) {
+		killEveryStep(t, site, 1, "blue-green.sh", []string{"apply", v2, "--gate", gate, "--gate-timeout", "300ms"},
+			func(s *switchSite, n int) {
+				if calls := s.calls(); strings.Contains(calls, "context kind-airgap-mgmt-a]") || strings.Contains(calls, "--name airgap-mgmt-a") {
+					t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
+				}
+			},
+			func(s *switchSite, n int) {
+				holds(s, n, "a", "demo/ready")
+				if got := s.field("kubectl-bundle-slot", "list", "-o", "jsonpath={[*].name}"); got != "a" {
+					t.Errorf("kill %d then re-run: slots %q, want only a", n, got)
+				}
+			})
+	})
+	t.Run("in-place", func(t *testing.T) {
+		killEveryStep(t, site, 1, "in-place.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
+			func(s *switchSite, n int) { holds(s, n, "a", "demo/ready") })
+	})
+	t.Run("recreate", func(t *testing.T) {
+		killEveryStep(t, site, 1, "recreate.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
+			func(s *switchSite, n int) { holds(s, n, "a", "demo/ready") })
 	})
 }
