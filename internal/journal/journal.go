@@ -379,7 +379,12 @@ func (j *Journal) End() (*Transaction, error) {
 	if !IsFinal(t.Phase) {
 		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
 	}
-	seq := t.Seq + 1
+	// Slot and switch events may have followed the last transition.
+	seq, err := j.nextSeq()
+	if err != nil {
+		return nil, err
+	}
+	seq = max(seq, t.Seq+1)
 	ev := Event{Type: EventEnd, Phase: t.Phase, Status: StatusDone, Seq: seq, Time: j.now(), TxnID: t.ID}
 	// History first: once the end line is there the transaction is over,
 	// and a crash before the removal is finished by the next command.

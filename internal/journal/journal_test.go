@@ -266,4 +266,20 @@ func TestRecordInterleavesWithTransitions(t *testing.T) {
 	if msg, err := j.Repair(); err != nil || msg != "" {
 		t.Errorf("repair after interleaving: %q %v", msg, err)
 	}
+	// An event after the last transition, then abort and end.
+	if err := j.Record(Event{Type: "switch", Slot: "b", Detail: "to b from a", Status: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := j.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Record(Event{Type: "slot", Slot: "b", Detail: "destroy", Status: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.End(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = ReadHistory(j.histPath()); err != nil || len(h.Events) != 11 {
+		t.Fatalf("history after end: %v, %d events", err, len(h.Events))
+	}
 }
