@@ -43,8 +43,8 @@ func newStrategySite(t *testing.T) *switchSite {
 	}
 	files := map[string]string{
 		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
-		"gate-fails.yaml": "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: fails}\nspec:\n  checks:\n  - name: absent\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: absent}\n",
-		"gate.yaml": "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n",
+		"gate-fails.yaml":                          "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: fails}\nspec:\n  checks:\n  - name: absent\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: absent}\n",
+		"gate.yaml":                                "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n",
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {

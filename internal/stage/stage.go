@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -80,18 +78,6 @@ func (s *Stager) Writer() io.Writer { return &writebackFile{File: s.archive} }
 type writebackFile struct {
 	*os.File
 	started, waited int64
-}
-
-// StartWriteback starts writing [started, upTo) and waits for what was
-// started the time before.
-func (f *writebackFile) StartWriteback(upTo int64) {
-	fd := int(f.Fd())
-	if f.started > f.waited {
-		_ = unix.SyncFileRange(fd, f.waited, f.started-f.waited, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
-		f.waited = f.started
-	}
-	_ = unix.SyncFileRange(fd, f.started, upTo-f.started, unix.SYNC_FILE_RANGE_WRITE)
-	f.started = upTo
 }
 
 // Abort throws the staging area away.
