@@ -33,8 +33,7 @@ rollback() {
 
 apply() {
   parse_args "$@"
-  [ -n "$PACKAGE" ] || die "apply needs a PACKAGE"
-  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+  require_update
   check_open blue-green
   if [ -z "$(txn id)" ]; then
     local active candidate

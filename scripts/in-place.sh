@@ -32,16 +32,8 @@ restore() {
 
 main() {
   parse_args "$@"
-  [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
-  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
-  check_open in-place
-  if [ -z "$(txn id)" ]; then
-    local active fallback
-    active=$(active_slot)
-    [ -n "$active" ] || die "no active slot: in-place updates the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
-    fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
-    kb "$JOURNAL" begin --strategy in-place --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
-  fi
+  require_update
+  begin_on_active in-place updates
   local active digest
   active=$(txn slots.active)
   digest=$(txn target)

@@ -169,6 +169,24 @@ check_open() {
   echo "resuming transaction $(txn id) in phase $(txn phase) ($(txn status))"
 }
 
+# require_update: a PACKAGE and verification material were given.
+require_update() {
+  [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
+  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+}
+
+# begin_on_active STRATEGY VERB: resume the open transaction, or open one
+# on the active slot with its current package as the fallback.
+begin_on_active() {
+  check_open "$1"
+  [ -z "$(txn id)" ] || return 0
+  local active fallback
+  active=$(active_slot)
+  [ -n "$active" ] || die "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
+  fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
+  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
+}
+
 # active_slot prints the active slot from the slot records alone (no
 # docker call: a rejected package must not touch the site at all).
 active_slot() {

@@ -38,16 +38,8 @@ rebuild() {
 
 main() {
   parse_args "$@"
-  [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
-  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
-  check_open recreate
-  if [ -z "$(txn id)" ]; then
-    local active fallback
-    active=$(active_slot)
-    [ -n "$active" ] || die "no active slot: recreate rebuilds the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
-    fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
-    kb "$JOURNAL" begin --strategy recreate --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
-  fi
+  require_update
+  begin_on_active recreate rebuilds
   local active digest
   active=$(txn slots.active)
   digest=$(txn target)
