@@ -29,6 +29,10 @@ die() {
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
+      --key | --certificate-* | --trusted-root | --gate | --gate-timeout | --log)
+        [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;
+    esac
+    case "$1" in
       --key)
         VERIFY_ARGS+=(--key "$2")
         DEPLOY_ARGS+=(--key "$2")
