@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/sitesim"
@@ -46,7 +47,11 @@ type run struct {
 }
 
 func (r *run) say(format string, args ...any) {
-	fmt.Fprintf(r.o.Out, "\n\033[1m### "+format+"\033[0m\n", args...)
+	if kcli.UseColor(r.o.Out) {
+		fmt.Fprintf(r.o.Out, "\n\033[1m### "+format+"\033[0m\n", args...)
+		return
+	}
+	fmt.Fprintf(r.o.Out, "\n### "+format+"\n", args...)
 }
 
 // sh runs one command with its output shown, as the operator would type it.
