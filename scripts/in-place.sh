@@ -37,13 +37,7 @@ main() {
   local active digest
   active=$(txn slots.active)
   digest=$(txn target)
-  case "$(txn phase)" in
-    RESTORING | RESTORED) restore "resuming an interrupted restore" ;;
-    COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
-  esac
-  if [ "$(txn status)" = "failed" ]; then
-    restore "$(txn phase) failed before: $(txn lastError)"
-  fi
+  resume restore RESTORING
 
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || restore "verification of $PACKAGE"
   pass "package verified and staged ($digest)"

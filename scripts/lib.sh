@@ -191,6 +191,20 @@ begin_on_active() {
   kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
 }
 
+# resume RECOVER RECOVERY_PHASE: what a previous run left decides what
+# happens now: inside the recovery it is finished by the function RECOVER,
+# a committed update is closed, a failed step is recovered.
+resume() {
+  local recover_fn=$1 recovery=$2
+  case "$(txn phase)" in
+    "$recovery" | RESTORED) "$recover_fn" "resuming an interrupted $recovery" ;;
+    COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
+  esac
+  if [ "$(txn status)" = "failed" ]; then
+    "$recover_fn" "$(txn phase) failed before: $(txn lastError)"
+  fi
+}
+
 # active_slot prints the active slot from the slot records alone (no
 # docker call: a rejected package must not touch the site at all).
 active_slot() {

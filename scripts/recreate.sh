@@ -43,13 +43,7 @@ main() {
   local active digest
   active=$(txn slots.active)
   digest=$(txn target)
-  case "$(txn phase)" in
-    BUILDING_FALLBACK | RESTORED) rebuild "resuming an interrupted rebuild" ;;
-    COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
-  esac
-  if [ "$(txn status)" = "failed" ]; then
-    rebuild "$(txn phase) failed before: $(txn lastError)"
-  fi
+  resume rebuild BUILDING_FALLBACK
 
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
