@@ -16,8 +16,6 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
@@ -102,7 +100,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfgs[name] = cfg
 		fmt.Fprintf(o.Out, "%s: %s\n", name, cfg.Host)
 	}
-	if err := writeKubeconfig(kubeconfig, map[string]*rest.Config{"site-a": cfgs["site-a"], "site-b": cfgs["site-b"]}); err != nil {
+	kc, err := testenv.Kubeconfigs(map[string]*rest.Config{"site-a": cfgs["site-a"], "site-b": cfgs["site-b"]})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
 	r.say("simulated controllers: Flux, Cluster API, kubelet and Zarf statuses of a healthy site, in both slots")
@@ -199,16 +201,6 @@ func Run(ctx context.Context, o Options) (err error) {
 func isExec(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
-
-func writeKubeconfig(path string, cfgs map[string]*rest.Config) error {
-	kc := clientcmdapi.NewConfig()
-	for name, cfg := range cfgs {
-		kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	}
-	return clientcmd.WriteToFile(*kc, path)
 }
 
 // files writes the slot config, the gate and the two package sources.
