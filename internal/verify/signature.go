@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -92,12 +93,11 @@ func newSignatureVerifier(o SignatureOptions) (*signatureVerifier, error) {
 		if err != nil {
 			return nil, usagef("--key %s is not a PEM public key (ECDSA, Ed25519 or RSA): %v", o.KeyPath, err)
 		}
-		der, err := x509.MarshalPKIXPublicKey(pub)
+		fp, err := KeyFingerprint(pub)
 		if err != nil {
 			return nil, usagef("--key %s: %v", o.KeyPath, err)
 		}
-		sum := sha256.Sum256(der)
-		v.pub, v.fingerprint = pub, "SHA256:"+hex.EncodeToString(sum[:])
+		v.pub, v.fingerprint = pub, fp
 	default:
 		if (o.CertIdentity == "") == (o.CertIdentityRegexp == "") {
 			return nil, usagef("keyless verification needs exactly one of --certificate-identity or --certificate-identity-regexp")
@@ -151,22 +151,11 @@ func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Statu
 		return Fail, fmt.Sprintf("zarf.bundle.sig: %v", err)
 	}
 	_, isCert := vc.(*bundle.Certificate)
-	policyArtifact := sgverify.WithArtifact(bytes.NewReader(zarfYAML))
 	if v.pub != nil {
 		if isCert {
 			return Fail, "the package was signed keyless (certificate in zarf.bundle.sig) but --key was given: verify with --certificate-identity, --certificate-oidc-issuer and --trusted-root"
 		}
-		sv, err := signature.LoadVerifier(v.pub, crypto.SHA256)
-		if err != nil {
-			return Fail, fmt.Sprintf("loading --key: %v", err)
-		}
-		key := root.NewExpiringKey(sv, time.Time{}, time.Time{})
-		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) { return key, nil })
-		ver, err := sgverify.NewVerifier(tm, sgverify.WithNoObserverTimestamps())
-		if err != nil {
-			return Fail, fmt.Sprintf("setting up verification: %v", err)
-		}
-		if _, err := ver.Verify(&b, sgverify.NewPolicy(policyArtifact, sgverify.WithKey())); err != nil {
+		if err := VerifyKeyBundle(&b, bytes.NewReader(zarfYAML), v.pub); err != nil {
 			return Fail, fmt.Sprintf("zarf.bundle.sig does not verify zarf.yaml with key %s: %v", v.fingerprint, err)
 		}
 		r.Signer.Method, r.Signer.KeyFingerprint = "key", v.fingerprint
@@ -189,7 +178,7 @@ func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Statu
 	if err != nil {
 		return Fail, fmt.Sprintf("setting up verification: %v", err)
 	}
-	res, err := ver.Verify(&b, sgverify.NewPolicy(policyArtifact, sgverify.WithCertificateIdentity(v.identity)))
+	res, err := ver.Verify(&b, sgverify.NewPolicy(sgverify.WithArtifact(bytes.NewReader(zarfYAML)), sgverify.WithCertificateIdentity(v.identity)))
 	if err != nil {
 		return Fail, fmt.Sprintf("zarf.bundle.sig does not verify against the trusted root and identity: %v", err)
 	}
@@ -226,4 +215,33 @@ func (v *signatureVerifier) verifyLegacy(zarfYAML, raw []byte, r *Report) (Statu
 	}
 	r.Signer.Method, r.Signer.KeyFingerprint = "key", v.fingerprint
 	return Pass, fmt.Sprintf("legacy zarf.yaml.sig signed by key %s", v.fingerprint)
+}
+
+// KeyFingerprint names a public key the way the reports do: "SHA256:" and
+// the hex SHA-256 of its PKIX DER encoding.
+func KeyFingerprint(pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return "SHA256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// VerifyKeyBundle checks that a Sigstore bundle signed with a key (no
+// certificate) carries a valid signature over artifact by pub. A bundle
+// signed with a key has no trusted time, so none is required.
+func VerifyKeyBundle(b *bundle.Bundle, artifact io.Reader, pub crypto.PublicKey) error {
+	sv, err := signature.LoadVerifier(pub, crypto.SHA256)
+	if err != nil {
+		return fmt.Errorf("loading the public key: %w", err)
+	}
+	key := root.NewExpiringKey(sv, time.Time{}, time.Time{})
+	tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) { return key, nil })
+	ver, err := sgverify.NewVerifier(tm, sgverify.WithNoObserverTimestamps())
+	if err != nil {
+		return fmt.Errorf("setting up verification: %w", err)
+	}
+	_, err = ver.Verify(b, sgverify.NewPolicy(sgverify.WithArtifact(artifact), sgverify.WithKey()))
+	return err
 }
