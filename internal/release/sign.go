@@ -94,6 +94,11 @@ type keypair struct {
 }
 
 func newKeypair(key crypto.Signer) (*keypair, error) {
+	if _, ok := key.Public().(ed25519.PublicKey); ok {
+		// A bundle's message signature is over a digest; pure Ed25519 signs
+		// the message itself, which verifiers reject in that form.
+		return nil, errors.New("an Ed25519 key cannot sign a Sigstore message bundle: use an ECDSA key (cosign generate-key-pair and zarf tools gen-key make ECDSA P-256) or RSA")
+	}
 	alg, err := signature.GetDefaultAlgorithmDetails(key.Public())
 	if err != nil {
 		return nil, fmt.Errorf("key type: %w", err)
@@ -117,14 +122,10 @@ func (k *keypair) GetPublicKeyPem() (string, error) {
 }
 
 func (k *keypair) GetKeyAlgorithm() string {
-	switch k.key.Public().(type) {
-	case *ecdsa.PublicKey:
+	if _, ok := k.key.Public().(*ecdsa.PublicKey); ok {
 		return "ECDSA"
-	case ed25519.PublicKey:
-		return "ED25519"
-	default:
-		return "RSA"
 	}
+	return "RSA"
 }
 
 func (k *keypair) SignData(_ context.Context, data []byte) ([]byte, []byte, error) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
@@ -232,7 +233,19 @@ func KeyFingerprint(pub crypto.PublicKey) (string, error) {
 // certificate) carries a valid signature over artifact by pub. A bundle
 // signed with a key has no trusted time, so none is required.
 func VerifyKeyBundle(b *bundle.Bundle, artifact io.Reader, pub crypto.PublicKey) error {
-	sv, err := signature.LoadVerifier(pub, crypto.SHA256)
+	// The hash is the one the bundle says was signed: cosign signs with
+	// SHA-256 whatever the key, sigstore-go's default for a P-384 key is
+	// SHA-384.
+	hash := crypto.SHA256
+	if ms := b.GetMessageSignature(); ms != nil && ms.GetMessageDigest() != nil {
+		switch ms.GetMessageDigest().GetAlgorithm() {
+		case protocommon.HashAlgorithm_SHA2_384:
+			hash = crypto.SHA384
+		case protocommon.HashAlgorithm_SHA2_512:
+			hash = crypto.SHA512
+		}
+	}
+	sv, err := signature.LoadVerifier(pub, hash)
 	if err != nil {
 		return fmt.Errorf("loading the public key: %w", err)
 	}
