@@ -95,7 +95,7 @@ unit:
 fuzz:
 	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
 	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle journal:FuzzParseTransaction journal:FuzzParseHistory \
-	          gate:FuzzParse; do \
+	          gate:FuzzParse release:FuzzParseKrewManifest release:FuzzParseSHA256Sums; do \
 	  pkg=./internal/$${t%%:*}; fn=$${t#*:}; \
 	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \
