@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo docs e2e-kind release-snapshot test unit testbin install uninstall fuzz bench testdata vet lint clean
+.PHONY: all build demo docs e2e-kind release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata vet lint clean
 
 all: build
 
@@ -63,19 +63,33 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 
 ## test: everything: vet, unit and testscript suites against the real zarf, kubectl and API server, and a short fuzz of each target
 ## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded")
-test: testbin lint
+test: testbin releasetools lint
 	$(GO) vet ./...
-	ZARF=$(TESTBIN)/zarf $(GO) test -count=1 -timeout 30m ./...
+	ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) KREW=$(KREW) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=2000x
 
-## release-snapshot: goreleaser (pinned in hack/tools/release) checks .goreleaser.yaml and builds every archive, checksums and krew manifest into dist/ (not part of test: twenty cross builds)
+## releasetools: goreleaser (pinned in hack/tools/release) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
 GORELEASER := $(TESTBIN)/goreleaser
+KREW       := $(TESTBIN)/krew
+releasetools: $(GORELEASER) $(KREW)
 $(GORELEASER): hack/tools/release/go.mod hack/tools/release/go.sum
 	@mkdir -p $(TESTBIN)
-	cd hack/tools/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(GORELEASER)) github.com/goreleaser/goreleaser/v2
-release-snapshot: $(GORELEASER)
-	$(GORELEASER) check
-	$(GORELEASER) release --snapshot --clean
+	@echo "building goreleaser into $(TESTBIN) (cold: several minutes; cached after)"
+	cd hack/tools/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(GORELEASER) github.com/goreleaser/goreleaser/v2
+$(KREW): hack/tools/krew/go.mod hack/tools/krew/go.sum
+	@mkdir -p $(TESTBIN)
+	cd hack/tools/krew && CGO_ENABLED=0 $(GO) build -trimpath -o $(KREW) sigs.k8s.io/krew/cmd/krew
+
+## release-snapshot: every archive (linux and darwin, amd64 and arm64), SBOM, signed checksums and krew manifest into dist/, then check them
+## (signed with the test key unless COSIGN_KEY, COSIGN_PUB and COSIGN_PASSWORD name a real one; `make test` runs a two-platform snapshot)
+COSIGN_KEY ?= $(CURDIR)/testdata/keys/cosign.key
+COSIGN_PUB ?= $(CURDIR)/testdata/keys/cosign.pub
+release-snapshot: export COSIGN_KEY := $(COSIGN_KEY)
+release-snapshot: export COSIGN_PASSWORD ?= testpass
+release-snapshot: releasetools testbin
+	PATH="$(TESTBIN):$$PATH" $(GORELEASER) check
+	PATH="$(TESTBIN):$$PATH" $(GORELEASER) release --snapshot --clean
+	$(GO) run ./hack/release check --key $(COSIGN_PUB) dist
 
 ## docs: regenerate docs/cli/*.md and docs/man/*.1 from the commands (a test fails when they are out of date)
 docs:

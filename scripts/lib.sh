@@ -2,14 +2,41 @@
 # lib.sh: what the strategy scripts share. Sourced by in-place.sh,
 # blue-green.sh and recreate.sh; holds no state (the journal does).
 
-# Plugins are found on PATH, as kubectl finds them. (Used by the scripts
-# that source this file.)
+# Plugins are found on PATH, as kubectl finds them: kubectl-bundle-NAME, as
+# make install and the release archives install them, or kubectl-bundle_NAME,
+# the one link krew makes (docs/install.md).
+plugin() {
+  if ! command -v "kubectl-bundle-$1" >/dev/null 2>&1 && command -v "kubectl-bundle_$1" >/dev/null 2>&1; then
+    echo "kubectl-bundle_$1"
+  else
+    echo "kubectl-bundle-$1"
+  fi
+}
+# (Used by the scripts that source this file.)
 # shellcheck disable=SC2034
-VERIFY=kubectl-bundle-verify
-JOURNAL=kubectl-bundle-journal
-SLOT=kubectl-bundle-slot
-GATE=kubectl-bundle-gate
-SWITCH=kubectl-bundle-switch
+VERIFY=$(plugin verify)
+JOURNAL=$(plugin journal)
+SLOT=$(plugin slot)
+GATE=$(plugin gate)
+SWITCH=$(plugin switch)
+
+# require_plugins fails with exit 3 (environment) before any step when a
+# plugin is not installed, rather than half-way through an update.
+require_plugins() {
+  local p missing=()
+  for p in "$VERIFY" "$JOURNAL" "$SLOT" "$GATE" "$SWITCH"; do
+    command -v "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "$(basename "$0"): not on PATH: ${missing[*]}. Install all five plugins (docs/install.md: krew, the release archives, or make install) and re-run." >&2
+    exit 3
+  fi
+}
+# The scripts' own arguments: help needs no plugin.
+case "${1:-}" in
+  "" | -h | --help | help) ;;
+  *) require_plugins ;;
+esac
 
 VERIFY_ARGS=()
 DEPLOY_ARGS=()
