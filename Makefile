@@ -65,17 +65,22 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 ## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded")
 test: testbin releasetools lint
 	$(GO) vet ./...
-	ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) KREW=$(KREW) $(GO) test -count=1 -timeout 30m ./...
+	ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=2000x
 
-## releasetools: goreleaser (pinned in hack/tools/release) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
+## releasetools: goreleaser (pinned in hack/tools/release), cosign (hack/tools/cosign) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
 GORELEASER := $(TESTBIN)/goreleaser
+COSIGN     := $(TESTBIN)/cosign
 KREW       := $(TESTBIN)/krew
-releasetools: $(GORELEASER) $(KREW)
+releasetools: $(GORELEASER) $(COSIGN) $(KREW)
 $(GORELEASER): hack/tools/release/go.mod hack/tools/release/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building goreleaser into $(TESTBIN) (cold: several minutes; cached after)"
 	cd hack/tools/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(GORELEASER) github.com/goreleaser/goreleaser/v2
+$(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
+	@mkdir -p $(TESTBIN)
+	@echo "building cosign into $(TESTBIN) (cold: a few minutes; cached after)"
+	cd hack/tools/cosign && CGO_ENABLED=0 $(GO) build -trimpath -o $(COSIGN) github.com/sigstore/cosign/v3/cmd/cosign
 $(KREW): hack/tools/krew/go.mod hack/tools/krew/go.sum
 	@mkdir -p $(TESTBIN)
 	cd hack/tools/krew && CGO_ENABLED=0 $(GO) build -trimpath -o $(KREW) sigs.k8s.io/krew/cmd/krew

@@ -12,7 +12,9 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -103,11 +105,11 @@ func newKeypair(key crypto.Signer) (*keypair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key type: %w", err)
 	}
-	fp, err := verify.KeyFingerprint(key.Public())
+	hint, err := keyHint(key.Public())
 	if err != nil {
 		return nil, err
 	}
-	return &keypair{key: key, alg: alg, hint: []byte(fp)}, nil
+	return &keypair{key: key, alg: alg, hint: []byte(hint)}, nil
 }
 
 func (k *keypair) GetHashAlgorithm() protocommon.HashAlgorithm { return k.alg.GetProtoHashType() }
@@ -141,7 +143,7 @@ func (k *keypair) SignData(_ context.Context, data []byte) ([]byte, []byte, erro
 }
 
 // SignBlob signs content with key into a Sigstore bundle (v0.3, message
-// signature, the key's fingerprint as hint) and returns its JSON. Nothing
+// signature, the key's hint as cosign writes it) and returns its JSON. Nothing
 // is sent anywhere: no certificate authority, timestamp authority or
 // transparency log is involved, so the bundle verifies offline with the
 // public key alone.
@@ -190,4 +192,15 @@ func VerifyBlob(content, bundleJSON []byte, pub crypto.PublicKey) (string, error
 // ParsePublicKey reads a PEM public key (ECDSA, Ed25519 or RSA).
 func ParsePublicKey(pemBytes []byte) (crypto.PublicKey, error) {
 	return cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+}
+
+// keyHint is the public key hint cosign and sigstore-go put in a bundle:
+// the standard base64 of the SHA-256 of the key's PKIX DER encoding.
+func keyHint(pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return base64.StdEncoding.EncodeToString(sum[:]), nil
 }

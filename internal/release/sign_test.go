@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -142,7 +144,8 @@ func TestSignBlobVerifiesOfflineForEveryKeyType(t *testing.T) {
 				t.Fatal(err)
 			}
 			fp, _ := verify.KeyFingerprint(key.Public())
-			if doc.MediaType != "application/vnd.dev.sigstore.bundle.v0.3+json" || doc.VerificationMaterial.PublicKey.Hint != fp || doc.MessageSignature.Signature == "" {
+			hint, _ := keyHint(key.Public())
+			if doc.MediaType != "application/vnd.dev.sigstore.bundle.v0.3+json" || doc.VerificationMaterial.PublicKey.Hint != hint || doc.MessageSignature.Signature == "" {
 				t.Fatalf("not a v0.3 message-signature bundle with the key's hint:\n%s", b)
 			}
 			if got, err := VerifyBlob(content, b, key.Public()); err != nil || got != fp {
@@ -174,5 +177,57 @@ func TestSignedWithTheTestKeyVerifiesWithItsPublicKeyOnly(t *testing.T) {
 	}
 	if _, err := VerifyBlob(content, b, readPub(t, testOtherPub)); err == nil {
 		t.Fatal("verified with other.pub")
+	}
+}
+
+// The hint cosign v3.1.3 wrote for the test key (sign-blob --bundle).
+func TestKeyHintIsCosigns(t *testing.T) {
+	hint, err := keyHint(readPub(t, testPub))
+	if err != nil || hint != "Sr/XypP1XYaoCKPwOXYjvREzR5nYOOqeBcVhaxVTeBo=" {
+		t.Fatalf("hint %q, %v", hint, err)
+	}
+}
+
+// Bundles made here verify with the real cosign, and cosign's with VerifyBlob,
+// both offline.
+func TestBundlesInteroperateWithCosign(t *testing.T) {
+	cosign := tool(t, "COSIGN", "cosign")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "checksums.txt")
+	content := []byte(strings.Repeat("ab", 32) + "  a.tar.gz\n")
+	if err := os.WriteFile(file, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := SignBlob(content, loadTestKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ours.json"), ours, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cosignRun := func(args ...string) (string, error) {
+		cmd := exec.Command(cosign, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+testPassword)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	pub, _ := filepath.Abs(testPub)
+	if out, err := cosignRun("verify-blob", "--key", pub, "--bundle", "ours.json", "--insecure-ignore-tlog=true", "checksums.txt"); err != nil || !strings.Contains(out, "Verified OK") {
+		t.Fatalf("cosign verify-blob of SignBlob's bundle: %v\n%s", err, out)
+	}
+	other, _ := filepath.Abs(testOtherPub)
+	if out, err := cosignRun("verify-blob", "--key", other, "--bundle", "ours.json", "--insecure-ignore-tlog=true", "checksums.txt"); err == nil {
+		t.Fatalf("cosign verified SignBlob's bundle with other.pub:\n%s", out)
+	}
+	key, _ := filepath.Abs(testKey)
+	if out, err := cosignRun("sign-blob", "--key", key, "--use-signing-config=false", "--tlog-upload=false", "--bundle", "cosign.json", "--yes", "checksums.txt"); err != nil {
+		t.Fatalf("cosign sign-blob: %v\n%s", err, out)
+	}
+	if _, err := VerifyBlob(content, mustRead(t, filepath.Join(dir, "cosign.json")), readPub(t, testPub)); err != nil {
+		t.Fatalf("VerifyBlob of cosign's bundle: %v", err)
+	}
+	if _, err := VerifyBlob(append(content, 'x'), mustRead(t, filepath.Join(dir, "cosign.json")), readPub(t, testPub)); err == nil {
+		t.Fatal("cosign's bundle verified a changed file")
 	}
 }

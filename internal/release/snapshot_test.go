@@ -75,11 +75,12 @@ func snapshot(t *testing.T) string {
 	t.Helper()
 	goreleaser := tool(t, "GORELEASER", "goreleaser")
 	zarf := tool(t, "ZARF", "zarf")
+	cosign := tool(t, "COSIGN", "cosign")
 	if testing.Short() {
 		t.Skip("goreleaser builds ten binaries: not in -short")
 	}
 	snap.once.Do(func() {
-		snap.dist, snap.log, snap.err = runSnapshot(goreleaser, zarf)
+		snap.dist, snap.log, snap.err = runSnapshot(goreleaser, zarf, cosign)
 	})
 	if snap.err != nil {
 		t.Fatalf("goreleaser release --snapshot: %v\n%s", snap.err, snap.log)
@@ -87,7 +88,7 @@ func snapshot(t *testing.T) string {
 	return snap.dist
 }
 
-func runSnapshot(goreleaser, zarf string) (dist, log string, err error) {
+func runSnapshot(goreleaser, zarf, cosign string) (dist, log string, err error) {
 	dir, err := os.MkdirTemp("", "kb-release-")
 	if err != nil {
 		return "", "", err
@@ -123,7 +124,7 @@ func runSnapshot(goreleaser, zarf string) (dist, log string, err error) {
 	cmd := exec.Command(goreleaser, "release", "--snapshot", "--clean", "--config", config)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
-		"PATH="+filepath.Dir(zarf)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+strings.Join([]string{filepath.Dir(zarf), filepath.Dir(cosign), os.Getenv("PATH")}, string(os.PathListSeparator)),
 		"COSIGN_KEY="+key, "COSIGN_PASSWORD="+testPassword)
 	o, err := cmd.CombinedOutput()
 	return dist, string(o), err
@@ -155,6 +156,12 @@ func TestReleaseSnapshotPassesTheCheck(t *testing.T) {
 		if !strings.HasPrefix(p.Version, "v") || !strings.HasSuffix(p.Version, "-snapshot") {
 			t.Errorf("%s: version %s", p.Name, p.Version)
 		}
+	}
+	// cosign itself verifies the signature goreleaser had it make.
+	cmd := exec.Command(tool(t, "COSIGN", "cosign"), "verify-blob", "--key", testPub, "--bundle", filepath.Join(dist, BundleFile),
+		"--insecure-ignore-tlog=true", filepath.Join(dist, ChecksumsFile))
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Verified OK") {
+		t.Errorf("cosign verify-blob checksums.txt: %v\n%s", err, out)
 	}
 	if want := 2 * len(testTargets) * len(plugins.All()); c.Files != want {
 		t.Errorf("checksums.txt lists %d files, want %d (archives and SBOMs)", c.Files, want)
