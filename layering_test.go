@@ -22,6 +22,7 @@ func TestLayering(t *testing.T) {
 		"internal/gate":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/slot":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/sitesim": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/release": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 	}
 	files, err := filepath.Glob("internal/*/*.go")
 	if err != nil {
