@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"crypto"
 	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -165,6 +167,40 @@ func TestReleaseSnapshotPassesTheCheck(t *testing.T) {
 	}
 	if want := 2 * len(testTargets) * len(plugins.All()); c.Files != want {
 		t.Errorf("checksums.txt lists %d files, want %d (archives and SBOMs)", c.Files, want)
+	}
+	// Built as .goreleaser.yaml says: static, trimmed paths, stripped,
+	// stamped with the release's version.
+	for _, p := range plugins.All() {
+		bin, err := checkArchive(linuxArchive(t, dist, KrewName(p.Name)), p.Name, "linux", "amd64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.Read(bytes.NewReader(bin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		settings := map[string]string{}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+		// (-trimpath keeps -ldflags out of the build information: the
+		// version is checked by running the binary, -s by its symbols.)
+		if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
+			t.Errorf("%s built with %v", p.Name, settings)
+		}
+		exe := filepath.Join(t.TempDir(), p.Name)
+		if err := os.WriteFile(exe, bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		version := strings.TrimPrefix(c.Plugins[0].Version, "v")
+		if out, err := exec.Command(exe, "--version").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != p.Name+" version "+version {
+			t.Errorf("%s --version: %v %q, want version %s", p.Name, err, out, version)
+		}
+		if f, err := elf.NewFile(bytes.NewReader(bin)); err != nil {
+			t.Error(err)
+		} else if _, err := f.Symbols(); err != elf.ErrNoSymbols {
+			t.Errorf("%s is not stripped: %v", p.Name, err)
+		}
 	}
 	for _, p := range plugins.All() {
 		for _, goos := range []string{"linux", "darwin"} {
