@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ const usage = `usage:
 `
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		var u usageError
 		if errors.As(err, &u) {
@@ -50,7 +51,7 @@ type usageError string
 
 func (u usageError) Error() string { return string(u) }
 
-func run(args []string) error {
+func run(stdout io.Writer, args []string) error {
 	if len(args) == 0 {
 		return usageError("no command")
 	}
@@ -82,7 +83,7 @@ func run(args []string) error {
 		if err := renameio.WriteFile(filepath.Join(arg, "cosign.pub"), pub, 0o644); err != nil {
 			return err
 		}
-		fmt.Printf("wrote %s and %s\n", filepath.Join(arg, "cosign.key"), filepath.Join(arg, "cosign.pub"))
+		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(arg, "cosign.key"), filepath.Join(arg, "cosign.pub"))
 	case "sign":
 		if *key == "" {
 			return usageError("sign needs --key PATH (a cosign-format private key; its password in $COSIGN_PASSWORD)")
@@ -106,7 +107,7 @@ func run(args []string) error {
 		if err := renameio.WriteFile(*bundlePath, b, 0o644); err != nil {
 			return err
 		}
-		fmt.Printf("signed %s into %s\n", arg, *bundlePath)
+		fmt.Fprintf(stdout, "signed %s into %s\n", arg, *bundlePath)
 	case "verify":
 		if *key == "" {
 			return usageError("verify needs --key PATH (the PEM public key)")
@@ -131,7 +132,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", *bundlePath, err)
 		}
-		fmt.Printf("Verified OK: %s signed by key %s\n", arg, fp)
+		fmt.Fprintf(stdout, "Verified OK: %s signed by key %s\n", arg, fp)
 	case "check":
 		if *key == "" {
 			return usageError("check needs --key PATH (the PEM public key the checksums were signed with)")
@@ -152,9 +153,9 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("checksums.txt signed by key %s; %d files match it\n", c.KeyFingerprint, c.Files)
+		fmt.Fprintf(stdout, "checksums.txt signed by key %s; %d files match it\n", c.KeyFingerprint, c.Files)
 		for _, p := range c.Plugins {
-			fmt.Printf("%s %s: %s\n", p.Name, p.Version, strings.Join(p.Platforms, " "))
+			fmt.Fprintf(stdout, "%s %s: %s\n", p.Name, p.Version, strings.Join(p.Platforms, " "))
 		}
 	default:
 		return usageError(fmt.Sprintf("unknown command %q", args[0]))
