@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/plugins"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/release"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/releasefmt"
 )
 
 const usage = `usage:
@@ -147,7 +148,7 @@ func run(stdout io.Writer, args []string) error {
 		}
 		var names []string
 		for _, p := range plugins.All() {
-			names = append(names, release.KrewName(p.Name))
+			names = append(names, releasefmt.KrewName(p.Name))
 		}
 		c, err := release.CheckRelease(arg, pub, names)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/plugins"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/releasefmt"
 )
 
 // The release test runs the real goreleaser on the real .goreleaser.yaml,
@@ -135,7 +136,7 @@ func runSnapshot(goreleaser, zarf, cosign string) (dist, log string, err error) 
 func krewNames() []string {
 	var names []string
 	for _, p := range plugins.All() {
-		names = append(names, KrewName(p.Name))
+		names = append(names, releasefmt.KrewName(p.Name))
 	}
 	return names
 }
@@ -171,7 +172,7 @@ func TestReleaseSnapshotPassesTheCheck(t *testing.T) {
 	// Built as .goreleaser.yaml says: static, trimmed paths, stripped,
 	// stamped with the release's version.
 	for _, p := range plugins.All() {
-		bin, err := checkArchive(linuxArchive(t, dist, KrewName(p.Name)), p.Name, "linux", "amd64")
+		bin, err := checkArchive(linuxArchive(t, dist, releasefmt.KrewName(p.Name)), p.Name, "linux", "amd64")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +243,7 @@ func TestKrewInstallsEveryPluginFromItsManifestAndArchive(t *testing.T) {
 	if err := cmd.Run(); err != nil || strings.Contains(strings.ToLower(stdout.String()+stderr.String()), "warning") {
 		t.Fatalf("kubectl plugin list: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	m, err := ParseKrewManifest(mustRead(t, filepath.Join(dist, "krew", "bundle-verify.yaml")), "bundle-verify")
+	m, err := releasefmt.ParseKrewManifest(mustRead(t, filepath.Join(dist, "krew", "bundle-verify.yaml")), "bundle-verify")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func write(t *testing.T, p string, b []byte) {
 // signature; it returns that key's public half.
 func resign(t *testing.T, dir string) crypto.PublicKey {
 	t.Helper()
-	lines, err := ParseSHA256Sums(mustRead(t, filepath.Join(dir, ChecksumsFile)))
+	lines, err := releasefmt.ParseSHA256Sums(mustRead(t, filepath.Join(dir, ChecksumsFile)))
 	if err != nil {
 		t.Fatal(err)
 	}

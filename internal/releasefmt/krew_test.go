@@ -1,4 +1,4 @@
-package release
+package releasefmt
 
 import (
 	"strings"
@@ -124,7 +124,7 @@ func FuzzParseKrewManifest(f *testing.F) {
 			return
 		}
 		// Whatever passes must hold krew's invariants.
-		if m.Metadata.Name != name || len(m.Spec.Platforms) == 0 || !krewVersion.MatchString(m.Spec.Version) {
+		if m.Metadata.Name != name || len(m.Spec.Platforms) == 0 || !KrewVersion.MatchString(m.Spec.Version) {
 			t.Fatalf("accepted an invalid manifest: %+v", m)
 		}
 		for _, p := range m.Spec.Platforms {
@@ -146,7 +146,7 @@ func FuzzParseSHA256Sums(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, l := range lines {
-			if !sha256Re.MatchString(l.SHA256) || l.Name == "" || strings.ContainsAny(l.Name, "/\\\x00\r\n") || seen[l.Name] {
+			if !SHA256Re.MatchString(l.SHA256) || l.Name == "" || strings.ContainsAny(l.Name, "/\\\x00\r\n") || seen[l.Name] {
 				t.Fatalf("accepted %+v", l)
 			}
 			seen[l.Name] = true

@@ -1,4 +1,7 @@
-package release
+// Package releasefmt reads the files a release carries besides archives:
+// krew plugin manifests and sha256sum checksum files. It is kept apart, with
+// few dependencies, because both are parsed from untrusted input and fuzzed.
+package releasefmt
 
 import (
 	"errors"
@@ -6,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,11 +40,25 @@ type KrewSpec struct {
 
 // KrewPlatform is one archive of a manifest and the platforms it serves.
 type KrewPlatform struct {
-	URI      string                `json:"uri"`
-	SHA256   string                `json:"sha256"`
-	Bin      string                `json:"bin"`
-	Files    []KrewFileOperation   `json:"files,omitempty"`
-	Selector *metav1.LabelSelector `json:"selector"`
+	URI      string              `json:"uri"`
+	SHA256   string              `json:"sha256"`
+	Bin      string              `json:"bin"`
+	Files    []KrewFileOperation `json:"files,omitempty"`
+	Selector *LabelSelector      `json:"selector"`
+}
+
+// LabelSelector is a platform's selector, as Kubernetes label selectors are
+// written; krew matches it against the labels os and arch.
+type LabelSelector struct {
+	MatchLabels      map[string]string     `json:"matchLabels,omitempty"`
+	MatchExpressions []SelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// SelectorRequirement is one matchExpressions entry.
+type SelectorRequirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values,omitempty"`
 }
 
 // KrewFileOperation copies From (a glob in the archive) to To.
@@ -53,9 +69,9 @@ type KrewFileOperation struct {
 
 var (
 	krewName = regexp.MustCompile(`^[\w-]+$`)
-	sha256Re = regexp.MustCompile(`^[a-f0-9]{64}$`)
-	// Semantic Versioning 2.0.0 with the leading "v" krew requires.
-	krewVersion = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	SHA256Re = regexp.MustCompile(`^[a-f0-9]{64}$`)
+	// KrewVersion is Semantic Versioning 2.0.0 with the leading "v" krew requires.
+	KrewVersion = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 		`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?` +
 		`(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?$`)
 	// Names Windows reserves, which krew refuses as plugin names.
@@ -98,7 +114,7 @@ func (m *KrewManifest) Validate(name string) error {
 		return errors.New("krew manifest: spec.shortDescription is empty")
 	case strings.ContainsAny(m.Spec.ShortDescription, "\r\n"):
 		return errors.New("krew manifest: spec.shortDescription has a line break")
-	case !krewVersion.MatchString(m.Spec.Version):
+	case !KrewVersion.MatchString(m.Spec.Version):
 		return fmt.Errorf("krew manifest: spec.version %q is not a semantic version with a leading v (v1.2.3)", m.Spec.Version)
 	case len(m.Spec.Platforms) == 0:
 		return errors.New("krew manifest: spec.platforms is empty")
@@ -127,7 +143,7 @@ func (p KrewPlatform) validate() error {
 	switch {
 	case p.URI == "":
 		return errors.New("uri is empty")
-	case !sha256Re.MatchString(p.SHA256):
+	case !SHA256Re.MatchString(p.SHA256):
 		return fmt.Errorf("sha256 %q is not 64 lowercase hex digits", p.SHA256)
 	case p.Bin == "":
 		return errors.New("bin is empty")
