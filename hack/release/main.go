@@ -14,6 +14,7 @@
 package main
 
 import (
+	"crypto"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,13 +114,9 @@ func run(stdout io.Writer, args []string) error {
 		if *key == "" {
 			return usageError("verify needs --key PATH (the PEM public key)")
 		}
-		pemBytes, err := os.ReadFile(*key)
+		pub, err := readPublicKey(*key)
 		if err != nil {
 			return err
-		}
-		pub, err := release.ParsePublicKey(pemBytes)
-		if err != nil {
-			return fmt.Errorf("--key %s: %w", *key, err)
 		}
 		content, err := os.ReadFile(arg)
 		if err != nil {
@@ -138,13 +135,9 @@ func run(stdout io.Writer, args []string) error {
 		if *key == "" {
 			return usageError("check needs --key PATH (the PEM public key the checksums were signed with)")
 		}
-		pemBytes, err := os.ReadFile(*key)
+		pub, err := readPublicKey(*key)
 		if err != nil {
 			return err
-		}
-		pub, err := release.ParsePublicKey(pemBytes)
-		if err != nil {
-			return fmt.Errorf("--key %s: %w", *key, err)
 		}
 		var names []string
 		for _, p := range plugins.All() {
@@ -162,4 +155,17 @@ func run(stdout io.Writer, args []string) error {
 		return usageError(fmt.Sprintf("unknown command %q", args[0]))
 	}
 	return nil
+}
+
+// readPublicKey reads the PEM public key --key names.
+func readPublicKey(path string) (crypto.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := release.ParsePublicKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("--key %s: %w", path, err)
+	}
+	return pub, nil
 }
