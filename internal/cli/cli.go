@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Exit codes shared by every binary (DESIGN.md).
@@ -101,9 +103,20 @@ func ExitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	if k := errkind.Of(err); k != errkind.Unknown {
+		return kindCode[k]
+	}
 	var c Coder
 	if errors.As(err, &c) {
 		return c.ExitCode()
 	}
 	return ExitEnvironment
+}
+
+// kindCode is the one table from a kind of failure to its exit code.
+var kindCode = map[errkind.Kind]int{
+	errkind.Negative:    ExitNegative,
+	errkind.Usage:       ExitUsage,
+	errkind.Environment: ExitEnvironment,
+	errkind.Conflict:    ExitConflict,
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 func TestProgress(t *testing.T) {
@@ -46,6 +48,10 @@ func TestExitCode(t *testing.T) {
 		fmt.Errorf("wrapped: %w", Negative(errors.New("no"))): ExitNegative,
 		Conflict(errors.New("locked")):                        ExitConflict,
 		coder{}:                                               7,
+		errkind.New(errkind.Usage, "--active: %w", errors.New("bad name")):            ExitUsage,
+		fmt.Errorf("begin: %w", errkind.New(errkind.Environment, "no fallback")):      ExitEnvironment,
+		errkind.Wrap(errkind.Conflict, errors.New("the slot changed under the gate")): ExitConflict,
+		errkind.New(errkind.Negative, "still soaking"):                                ExitNegative,
 	} {
 		if got := ExitCode(err); got != want {
 			t.Errorf("ExitCode(%v) = %d, want %d", err, got, want)
