@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -106,9 +107,11 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	var dir *state.Dir
 	var rec *slot.Record
 	if slotName != "" {
-		if dir, err = state.Open(common.StateDir); err != nil {
+		ss, err := session.Open(session.Options{StateDir: common.StateDir})
+		if err != nil {
 			return err
 		}
+		dir = ss.Dir
 		if rec, err = slot.Load(dir, slotName); err != nil {
 			return err
 		}
@@ -200,12 +203,12 @@ func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
 // record stores the result in the slot's record, under the state lock, so
 // that the switch can require a recent pass for the package deployed now.
 func record(dir *state.Dir, name string, rep *gate.Report) error {
-	lock, err := dir.Lock()
+	ss, err := session.Open(session.Options{StateDir: dir.Path, Mutate: true})
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
-	rec, err := slot.Load(dir, name)
+	defer ss.Close()
+	rec, err := slot.Load(ss.Dir, name)
 	if err != nil {
 		return err
 	}
@@ -217,7 +220,7 @@ func record(dir *state.Dir, name string, rep *gate.Report) error {
 		res.Package = rec.Package.Digest
 	}
 	rec.Gate = res
-	return slot.Save(dir, rec)
+	return slot.Save(ss.Dir, rec)
 }
 
 func progressLine(w io.Writer, rs []gate.Result) {

@@ -16,6 +16,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
@@ -110,10 +111,10 @@ func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
 
 // session is an opened state dir, locked when the command mutates.
 type session struct {
+	*statesession.Session
 	common *kcli.Common
 	dir    *state.Dir
 	j      *journal.Journal
-	lock   *state.Lock
 }
 
 func openSession(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
@@ -121,36 +122,18 @@ func openSession(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*sessio
 	if err != nil {
 		return nil, err
 	}
-	d, err := state.Open(common.StateDir)
+	var log io.Writer
+	if !common.Quiet {
+		log = streams.ErrOut
+	}
+	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
 	if err != nil {
-		return nil, kcli.Environment(err)
+		return nil, err
 	}
-	s := &session{common: common, dir: d, j: journal.New(d)}
-	if mutate {
-		if s.lock, err = d.Lock(); err != nil {
-			// Name what the holder is working on, when the journal says.
-			if t, lerr := s.j.Load(); lerr == nil && t != nil {
-				return nil, kcli.Conflict(fmt.Errorf("%w; transaction %s (%s) is open in phase %s (%s)", err, t.ID, t.Strategy, t.Phase, t.Status))
-			}
-			return nil, err
-		}
-		note, err := s.j.Repair()
-		if err != nil {
-			s.lock.Unlock()
-			return nil, err
-		}
-		if note != "" && !common.Quiet {
-			fmt.Fprintf(streams.ErrOut, "journal: %s\n", note)
-		}
-	}
-	return s, nil
+	return &session{Session: ss, common: common, dir: ss.Dir, j: ss.Journal}, nil
 }
 
-func (s *session) close() {
-	if s.lock != nil {
-		s.lock.Unlock()
-	}
-}
+func (s *session) close() { s.Close() }
 
 func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	st, err := journal.ParseStrategy(cmd.String("strategy"))

@@ -28,62 +28,76 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if len(args) < 2 {
 		return kcli.Usage("want PHASE -- COMMAND [ARGS...]")
 	}
-	s, err := openSession(streams, cmd, true)
+	s, err := openSession(streams, cmd, false)
 	if err != nil {
 		return err
 	}
 	t, err := s.j.Load()
 	if err != nil {
-		s.close()
 		return err
 	}
 	if t == nil {
-		s.close()
 		return kcli.Conflict(errors.New("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
 	}
 	p, err := journal.ParsePhase(t.Strategy, strings.ToUpper(args[0]))
 	if err != nil {
-		s.close()
 		return kcli.Usage("%v", err)
 	}
 	command := strings.Join(args[1:], " ")
 	if st := t.Step(p); st != nil && st.Status == journal.StatusDone {
-		s.close()
 		if !s.common.Quiet {
 			fmt.Fprintf(streams.ErrOut, "%s already done: skipping %s\n", p, command)
 		}
 		return nil
 	}
-	if _, err := s.j.Start(p); err != nil {
-		s.close()
-		return err
-	}
-	s.close()
 	if !s.common.Quiet {
 		fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
 	}
-	code, runErr := runner.Exec{}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
-
-	s2, err := relock(streams, cmd)
-	if err != nil {
-		return err
-	}
-	defer s2.close()
-	if runErr == nil && code == 0 {
-		_, err := s2.j.Done(p)
-		return err
-	}
-	msg := fmt.Sprintf("%s exited %d", args[1], code)
-	if runErr != nil {
-		msg = runErr.Error()
-	}
-	if _, err := s2.j.Fail(p, msg); err != nil {
-		return err
+	var code int
+	err = journal.RunStep(unlockedPhase{streams, cmd, p}, func() error {
+		var runErr error
+		code, runErr = runner.Exec{}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
+		switch {
+		case runErr != nil:
+			return runErr
+		case code != 0:
+			return fmt.Errorf("%s exited %d", args[1], code)
+		}
+		return nil
+	})
+	if err == nil {
+		return nil
 	}
 	if code <= 0 {
 		code = kcli.ExitEnvironment
 	}
-	return &kcli.ExitError{Code: code, Err: fmt.Errorf("%s failed: %s", p, msg)}
+	return &kcli.ExitError{Code: code, Err: fmt.Errorf("%s failed: %w", p, err)}
+}
+
+// unlockedPhase records phase p with the state lock held only while it
+// records: the command of the step takes the lock itself.
+type unlockedPhase struct {
+	streams kcli.IOStreams
+	cmd     *cli.Command
+	p       journal.Phase
+}
+
+func (u unlockedPhase) Start() error {
+	s, err := openSession(u.streams, u.cmd, true)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return s.j.PhaseStep(u.p).Start()
+}
+
+func (u unlockedPhase) Finish(stepErr error) error {
+	s, err := relock(u.streams, u.cmd)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return s.j.PhaseStep(u.p).Finish(stepErr)
 }
 
 // relock takes the lock again after the command, waiting a little for a

@@ -73,21 +73,21 @@ func (m *Manager) record(slotName, detail, status string, err error) {
 func (m *Manager) step(rec *Record, op, name string, fn func() error) error {
 	detail := op + "/" + name
 	m.logf("slot %s: %s", rec.Name, detail)
-	m.record(rec.Name, detail, "started", nil)
-	state.CrashPoint("slot:" + detail)
-	if err := fn(); err != nil {
-		m.record(rec.Name, detail, "failed", err)
+	err := journal.RunStep(m.Journal.EventStep(journal.Event{Type: "slot", Slot: rec.Name, Detail: detail}), func() error {
+		state.CrashPoint("slot:" + detail)
+		if err := fn(); err != nil {
+			return err
+		}
+		rec.Steps = append(rec.Steps, StepRecord{Name: detail, Done: true, Finished: time.Now().UTC()})
+		return Save(m.Dir, rec)
+	})
+	if err != nil {
 		if op == "create" {
 			rec.State = StateFailed
 			_ = Save(m.Dir, rec)
 		}
 		return fmt.Errorf("slot %s: %s: %w", rec.Name, detail, err)
 	}
-	rec.Steps = append(rec.Steps, StepRecord{Name: detail, Done: true, Finished: time.Now().UTC()})
-	if err := Save(m.Dir, rec); err != nil {
-		return err
-	}
-	m.record(rec.Name, detail, "done", nil)
 	return nil
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -136,34 +136,36 @@ func flagName(key string) string {
 }
 
 type session struct {
+	*statesession.Session
 	streams kcli.IOStreams
 	common  *kcli.Common
 	dir     *state.Dir
-	lock    *state.Lock
 	m       *slot.Manager
 }
 
-func (s *session) close() {
-	if s.lock != nil {
-		_ = s.lock.Unlock()
-	}
-}
+func (s *session) close() { s.Close() }
 
 func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*session, error) {
 	common, err := kcli.ParseCommon(cmd)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := state.Open(common.StateDir)
+	var log = streams.ErrOut
+	if common.Quiet {
+		log = nil
+	}
+	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	dir := ss.Dir
 	flags := map[string]string{}
 	for _, s := range settings {
 		flags[s.key] = cmd.String(flagName(s.key))
 	}
 	cfg, err := slot.LoadConfig(dir.Join("config.yaml"), os.Getenv, flags)
 	if err != nil {
+		ss.Close()
 		return nil, err
 	}
 	if ctxName := cmd.String("context"); ctxName != "" && cmd.Args().Len() > 0 {
@@ -172,11 +174,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*se
 		}
 		cfg.Existing[cmd.Args().First()] = slot.ExistingSlot{Context: ctxName, Kubeconfig: cmd.String("kubeconfig"), Init: cmd.Bool("init")}
 	}
-	s := &session{streams: streams, common: common, dir: dir}
-	var log = streams.ErrOut
-	if common.Quiet {
-		log = nil
-	}
+	s := &session{Session: ss, streams: streams, common: common, dir: dir}
 	kind := deps.Kind
 	if kind == nil {
 		kind = slot.KindLibrary{Log: log}
@@ -184,17 +182,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*se
 	s.m = &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}, Kind: kind, Kubeconfig: cmd.String("kubeconfig"),
 		Probe: deps.Probe, Sleep: deps.Sleep, Log: log}
 	if mutate {
-		if s.lock, err = dir.Lock(); err != nil {
-			return nil, err
-		}
-		j := journal.New(dir)
-		if msg, err := j.Repair(); err != nil {
-			s.close()
-			return nil, err
-		} else if msg != "" && !common.Quiet {
-			fmt.Fprintln(streams.ErrOut, "repaired:", msg)
-		}
-		s.m.Journal = j
+		s.m.Journal = ss.Journal
 	}
 	return s, nil
 }

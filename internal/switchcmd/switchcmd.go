@@ -5,6 +5,7 @@ package switchcmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -12,10 +13,9 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
@@ -89,51 +89,45 @@ func Main(ctx context.Context, streams kcli.IOStreams, args []string) int {
 }
 
 type session struct {
+	*statesession.Session
 	streams kcli.IOStreams
 	common  *kcli.Common
-	lock    *state.Lock
 	sw      *switchover.Switcher
 }
 
-func (s *session) close() {
-	if s.lock != nil {
-		_ = s.lock.Unlock()
-	}
-}
+func (s *session) close() { s.Close() }
 
 func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
 	common, err := kcli.ParseCommon(cmd)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := state.Open(common.StateDir)
+	var log io.Writer
+	if !common.Quiet {
+		log = streams.ErrOut
+	}
+	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	dir := ss.Dir
 	cfg, err := slot.LoadConfig(dir.Join("config.yaml"), os.Getenv, map[string]string{
 		"aliasContext": cmd.String("alias-context"), "registryAlias": cmd.String("registry-alias"),
 		"network": cmd.String("network"), "soakWindow": cmd.String("soak-window"),
 	})
 	if err != nil {
+		ss.Close()
 		return nil, err
 	}
 	soak, _ := time.ParseDuration(cfg.SoakWindow)
-	s := &session{streams: streams, common: common}
+	s := &session{Session: ss, streams: streams, common: common}
 	s.sw = &switchover.Switcher{Dir: dir, Run: runner.Exec{}, AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
 		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age")}
 	if !common.Quiet {
 		s.sw.Log = streams.ErrOut
 	}
 	if mutate {
-		if s.lock, err = dir.Lock(); err != nil {
-			return nil, err
-		}
-		j := journal.New(dir)
-		if _, err := j.Repair(); err != nil {
-			s.close()
-			return nil, err
-		}
-		s.sw.Journal = j
+		s.sw.Journal = ss.Journal
 	}
 	return s, nil
 }

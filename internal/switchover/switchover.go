@@ -141,63 +141,6 @@ func (s *Switcher) checkGate(rec *slot.Record) error {
 	return nil
 }
 
-// journalStep records phase p of an open blue-green transaction around fn
-// (p already done: fn still runs, to complete an interrupted move).
-func (s *Switcher) journalStep(p journal.Phase, fn func() error) error {
-	t, err := s.openBlueGreen()
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		return fn()
-	}
-	if _, err := s.Journal.Start(p); err != nil {
-		return err
-	}
-	if err := fn(); err != nil {
-		_, _ = s.Journal.Fail(p, err.Error())
-		return err
-	}
-	_, err = s.Journal.Done(p)
-	return err
-}
-
-func (s *Switcher) openBlueGreen() (*journal.Transaction, error) {
-	if s.Journal == nil {
-		return nil, nil
-	}
-	t, err := s.Journal.Load()
-	if err != nil || t == nil || t.Strategy != journal.BlueGreen {
-		return nil, err
-	}
-	return t, nil
-}
-
-// checkTransaction refuses to switch while another step of the open
-// transaction is running, or to a slot that is not its candidate.
-func (s *Switcher) checkTransaction(target string, allowed ...journal.Phase) error {
-	if s.Journal == nil {
-		return nil
-	}
-	t, err := s.Journal.Load()
-	if err != nil || t == nil {
-		return err
-	}
-	if t.Status == journal.StatusStarted {
-		ok := false
-		for _, p := range allowed {
-			ok = ok || t.Phase == p
-		}
-		if !ok {
-			return &ConflictError{fmt.Sprintf("transaction %s is in step %s (started): switching now would race it; let it finish, or see kubectl bundle-journal status", t.ID, t.Phase)}
-		}
-	}
-	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
-		return &ConflictError{fmt.Sprintf("transaction %s switches between slots %s and %s, not to %s", t.ID, t.Slots.Active, t.Slots.Candidate, target)}
-	}
-	return nil
-}
-
 // move performs the pointer flip and the alias moves to target; previous
 // is recorded for back. Each part checks before it writes.
 func (s *Switcher) move(ctx context.Context, target, previous, during, after string) (*Record, error) {
@@ -277,7 +220,11 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	// Resuming an interrupted switch, or completing the moves to the slot
 	// that is already active: the gate was checked when it began.
 	resuming := sw != nil && sw.Target == target && (sw.Phase == PhaseSwitching || active == target)
-	if err := s.checkTransaction(target, journal.Switched, journal.Soaking); err != nil {
+	t, err := s.transaction()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTransaction(t, target, journal.Switched, journal.Soaking); err != nil {
 		return nil, err
 	}
 	if !force && !resuming {
@@ -294,15 +241,16 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		out, err = s.move(ctx, target, previous, PhaseSwitching, PhaseSwitched)
 		return err
 	}
-	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Soaking {
+	bg := blueGreen(t)
+	if bg != nil && bg.Phase == journal.Soaking {
 		err = doMove() // the transaction is past SWITCHED: only finish the moves
 	} else {
-		err = s.journalStep(journal.Switched, doMove)
+		err = s.phaseStep(bg, journal.Switched, doMove)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Switched {
+	if bg != nil && bg.Phase != journal.Soaking {
 		if _, err := s.Journal.Start(journal.Soaking); err != nil {
 			return nil, err
 		}
@@ -327,7 +275,11 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	case PhaseAccepted:
 		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (kubectl bundle-switch to %s, with a fresh gate)", sw.Target, sw.Previous, sw.Previous)}
 	}
-	if err := s.checkTransaction("", journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
+	t, err := s.transaction()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTransaction(t, "", journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
 		return nil, err
 	}
 	from, to := sw.Target, sw.Previous
@@ -335,7 +287,7 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
 	}
 	var out *Record
-	err = s.journalStep(journal.SwitchedBack, func() error {
+	err = s.phaseStep(blueGreen(t), journal.SwitchedBack, func() error {
 		out, err = s.move(ctx, to, from, PhaseSwitchingBack, PhaseSwitchedBack)
 		return err
 	})
@@ -382,15 +334,20 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 			return res, nil
 		}
 	}
-	if err := s.checkTransaction("", journal.Soaking); err != nil {
+	t, err := s.transaction()
+	if err != nil {
 		return nil, err
 	}
-	if t, _ := s.openBlueGreen(); t != nil && t.Phase == journal.Soaking {
+	if err := checkTransaction(t, "", journal.Soaking); err != nil {
+		return nil, err
+	}
+	bg := blueGreen(t)
+	if bg != nil && bg.Phase == journal.Soaking {
 		if _, err := s.Journal.Done(journal.Soaking); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.journalStep(journal.Accepted, func() error {
+	if err := s.phaseStep(bg, journal.Accepted, func() error {
 		sw.Phase = PhaseAccepted
 		return s.save(sw)
 	}); err != nil {

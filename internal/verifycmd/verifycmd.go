@@ -5,14 +5,15 @@ package verifycmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
 
@@ -115,16 +116,16 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		if err := stage.ValidName(name); err != nil {
 			return kcli.Usage("%v", err)
 		}
-		d, err := state.Open(common.StateDir)
-		if err != nil {
-			return kcli.Environment(err)
+		var log io.Writer
+		if !common.Quiet {
+			log = streams.ErrOut
 		}
-		lock, err := d.Lock()
+		ss, err := session.Open(session.Options{StateDir: common.StateDir, Mutate: true, Log: log})
 		if err != nil {
 			return err
 		}
-		defer lock.Unlock()
-		stager, err = stage.Begin(d)
+		defer ss.Close()
+		stager, err = stage.Begin(ss.Dir)
 		if err != nil {
 			return kcli.Environment(err)
 		}
