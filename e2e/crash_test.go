@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // random instant usually lands mid-copy.
 func crashPackage(t *testing.T) string {
 	t.Helper()
-	a, err := testpkg.ReadFile("testdata/packages/unsigned/zarf-package-demo-amd64-1.0.0.tar.zst")
+	a, err := testpkg.ReadFile(repo("testdata/packages/unsigned/zarf-package-demo-amd64-1.0.0.tar.zst"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +175,7 @@ func killAtRandom(t *testing.T, runs int, newCmd func(stateDir string) *exec.Cmd
 	if testing.Short() {
 		runs /= 4
 	}
+	kills := 0
 	for i := 0; i < runs; i++ {
 		dir := filepath.Join(t.TempDir(), "state")
 		cmd := newCmd(dir)
@@ -185,7 +186,13 @@ func killAtRandom(t *testing.T, runs int, newCmd func(stateDir string) *exec.Cmd
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(full))))
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		if killed(cmd.Wait()) {
+			kills++
+		}
 		check(dir, out.Bytes())
+	}
+	// Every run finishing before its kill would test no crash at all.
+	if kills == 0 {
+		t.Fatalf("none of the %d runs was killed before it finished: no crash was tested", runs)
 	}
 }

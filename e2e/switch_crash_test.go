@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -25,7 +26,7 @@ type switchSite struct {
 func newSwitchSite(t *testing.T) *switchSite {
 	t.Helper()
 	if _, err := exec.LookPath("kubectl-bundle-switch"); err != nil {
-		t.Skip("the testscript-registered binaries are not on PATH")
+		t.Fatalf("the binaries testscript.Main registers are not on PATH: %v", err)
 	}
 	root := t.TempDir()
 	for _, d := range []string{"fakes/ports", "archives", "home"} {
@@ -122,7 +123,7 @@ func (s *switchSite) registriesOnNetwork() string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var st fakeState
+	var st fakes.State
 	if err := json.Unmarshal(data, &st); err != nil {
 		s.t.Fatal(err)
 	}

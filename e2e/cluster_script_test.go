@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"context"

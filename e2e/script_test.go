@@ -1,7 +1,8 @@
 // The end-to-end suite: testscript drives the real binaries (registered
 // below), the real zarf from bin/testbin and the real kubectl against the
-// packages in testdata/packages. UPDATE=1 rewrites golden files in scripts.
-package kubectlbundle_test
+// packages in the repository's testdata/packages. The scripts are in
+// testdata/script here; UPDATE=1 rewrites the golden files in them.
+package e2e_test
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
@@ -38,10 +41,10 @@ func TestMain(m *testing.M) {
 	switchMain := func() { os.Exit(switchcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	gateMain := func() { os.Exit(gatecmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	// The slot binary with the in-process kind fake; docker and zarf are
-	// the fake programs below, found on PATH as the real ones would be.
+	// the fake programs, found on PATH as the real ones would be.
 	slotMain := func() {
 		os.Exit(slotcmd.MainWith(context.Background(), cli.OSStreams(), os.Args,
-			slotcmd.Deps{Kind: fakeKind{}, Probe: fakeProbe, Sleep: func(time.Duration) {}}))
+			slotcmd.Deps{Kind: fakes.Kind{}, Probe: fakes.Probe, Sleep: func(time.Duration) {}}))
 	}
 	testscript.Main(m, map[string]func(){
 		"kubectl-bundle-verify":  verify,
@@ -55,13 +58,21 @@ func TestMain(m *testing.M) {
 		"kubectl-bundle_switch":  switchMain,
 		"kubectl-bundle-slot":    slotMain,
 		"kubectl-bundle_slot":    slotMain,
-		"docker":                 fakeDocker,
-		"zarf":                   fakeZarf,
+		"docker":                 fakes.Docker,
+		"zarf":                   fakes.Zarf,
 	})
 }
 
 // goEnv reads a go env setting so that scripts which build with the real
 // toolchain share this run's caches instead of starting cold.
+// repo is a path in the repository: scripts/, testdata/ (packages, keys,
+// CRDs) and bin/testbin are shared with the other packages' tests and stay
+// at the root; this folder holds only the end-to-end tests.
+func repo(elem ...string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(filepath.Dir(file))}, elem...)...)
+}
+
 func goEnv(k string) string {
 	out, err := exec.Command("go", "env", k).Output()
 	if err != nil {
@@ -79,8 +90,8 @@ func tool(t *testing.T, name, env string) string {
 			return p
 		}
 	}
-	candidates := map[string]string{"zarf": "bin/testbin/zarf", "kubectl": "/usr/bin/kubectl"}
-	if p, err := filepath.Abs(candidates[name]); err == nil {
+	candidates := map[string]string{"zarf": repo("bin", "testbin", "zarf"), "kubectl": "/usr/bin/kubectl"}
+	if p := candidates[name]; p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
@@ -105,10 +116,7 @@ func TestScripts(t *testing.T) {
 		}
 		t.Logf("%v: scripts that need an API server are skipped", testenv.Missing())
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo()
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -128,11 +136,18 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			env.Values[lockKey{}] = &heldLock{}
 			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
-			fakes := filepath.Join(env.WorkDir, "fakes")
-			if err := os.MkdirAll(filepath.Join(fakes, "ports"), 0o755); err != nil {
+			m, err := fakes.NewMachine(filepath.Join(env.WorkDir, "fakes"))
+			if err != nil {
 				return err
 			}
-			env.Setenv("FAKES", fakes)
+			env.Setenv(fakes.EnvDir, m.Dir)
+			// A call the fakes do not imitate fails the script even when
+			// the command under test ignored the error.
+			env.Defer(func() {
+				if r := m.Rejected(); len(r) > 0 {
+					env.T().Fatal("the fakes rejected calls they do not imitate:\n" + strings.Join(r, "\n"))
+				}
+			})
 			if zarf != "" {
 				env.Setenv("ZARF", zarf)
 			}

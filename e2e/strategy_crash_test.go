@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"context"
@@ -33,7 +33,7 @@ const (
 func newStrategySite(t *testing.T) *switchSite {
 	t.Helper()
 	if _, err := exec.LookPath("kubectl-bundle-slot"); err != nil {
-		t.Skip("the testscript-registered binaries are not on PATH")
+		t.Fatalf("the binaries testscript.Main registers are not on PATH: %v", err)
 	}
 	root := t.TempDir()
 	for _, d := range []string{"fakes/ports", "archives", "home"} {
@@ -66,18 +66,17 @@ func newStrategySite(t *testing.T) *switchSite {
 			t.Fatal(err)
 		}
 	}
-	wd, _ := os.Getwd()
 	s := &switchSite{t: t, root: root, env: append(os.Environ(),
 		"KUBECTL_BUNDLE_STATE_DIR="+filepath.Join(root, "state"),
 		"KUBECONFIG="+filepath.Join(root, "kubeconfig"),
 		"KUBECTL_BUNDLE_ARCHIVES="+filepath.Join(root, "archives"),
 		"FAKES="+filepath.Join(root, "fakes"),
-		"ZARF_VERIFY_KEY="+filepath.Join(wd, "testdata/keys/cosign.pub"),
+		"ZARF_VERIFY_KEY="+repo("testdata/keys/cosign.pub"),
 		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
 		"FAKE_FAIL=", "KB_TEST_KILL_AFTER=")}
-	v1 := filepath.Join(wd, pkgV1)
+	v1 := repo(pkgV1)
 	s.must("kubectl-bundle-slot", "create", "a", "-q")
-	s.must("kubectl-bundle-verify", "--stage", "-q", v1, "--key", filepath.Join(wd, "testdata/keys/cosign.pub"))
+	s.must("kubectl-bundle-verify", "--stage", "-q", v1, "--key", repo("testdata/keys/cosign.pub"))
 	s.must("kubectl-bundle-slot", "deploy", "a", v1, "-q")
 	s.must("kubectl-bundle-gate", "--slot", "a", "--record", "-f", filepath.Join(root, "gate.yaml"), "--once", "-q")
 	s.must("kubectl-bundle-switch", "to", "a", "-q")
@@ -88,8 +87,7 @@ func newStrategySite(t *testing.T) *switchSite {
 // that many plugin calls. It reports whether the kill happened.
 func (s *switchSite) script(killAfter int, script string, args ...string) (out string, killed bool, code int) {
 	s.t.Helper()
-	wd, _ := os.Getwd()
-	cmd := exec.Command(filepath.Join(wd, "scripts", script), args...)
+	cmd := exec.Command(repo("scripts", script), args...)
 	cmd.Env = append(append([]string{}, s.env...), "KB_TEST_COUNTER="+filepath.Join(s.root, "kill-counter"))
 	if killAfter > 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("KB_TEST_KILL_AFTER=%d", killAfter))
@@ -154,8 +152,7 @@ func killEveryStep(t *testing.T, base *switchSite, wantCode int, script string, 
 
 func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 	site := newStrategySite(t)
-	wd, _ := os.Getwd()
-	v2 := filepath.Join(wd, pkgV2)
+	v2 := repo(pkgV2)
 	gate := filepath.Join(site.root, "gate.yaml")
 
 	t.Run("blue-green", func(t *testing.T) {
@@ -214,8 +211,7 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 // after each call of the update and of its rollback.
 func TestRollbacksConvergeAfterAKillAtEveryStep(t *testing.T) {
 	site := newStrategySite(t)
-	wd, _ := os.Getwd()
-	v2 := filepath.Join(wd, pkgV2)
+	v2 := repo(pkgV2)
 	gate := filepath.Join(site.root, "gate-fails.yaml")
 	holds := func(s *switchSite, n int, slot, want string) {
 		if got := s.field("kubectl-bundle-slot", "describe", slot, "-o", "jsonpath={.package.name}/{.state}"); got != want {

@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"bytes"
@@ -18,7 +18,8 @@ func TestDocsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range pages {
+	for rel, want := range pages {
+		path := repo(rel)
 		if os.Getenv("UPDATE") != "" {
 			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package kubectlbundle_test
+package e2e_test
 
 import (
 	"bytes"
@@ -24,10 +24,9 @@ func TestDemoOnRealParts(t *testing.T) {
 		}
 		t.Skip("zarf or the API server binaries are not built (make testbin)")
 	}
-	root, _ := os.Getwd()
 	var out bytes.Buffer
 	// The real zarf first on PATH: the registered fake zarf must not answer.
-	err := demo.Run(context.Background(), demo.Options{Root: root, Work: t.TempDir(), Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true})
+	err := demo.Run(context.Background(), demo.Options{Root: repo(), Work: t.TempDir(), Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true})
 	log := out.String()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)

@@ -1,0 +1,208 @@
+// Package fakes holds the stand-ins for what a test machine cannot run:
+// docker and zarf as programs (for testscript.Main, or in-process through
+// Runner), kind as an in-process slot cluster provider, and the registry
+// probe.
+//
+// They share one fake machine, a directory named by $FAKES: its state in
+// state.json (containers, images, zarf inits and deploys) and every call,
+// one per line, in calls. $FAKE_FAIL names the steps that fail on request,
+// comma separated: docker-<subcommand>, zarf-init, zarf-deploy, kind-create,
+// kind-delete. $FAKE_DOCKER_MEM sets the memory docker info reports.
+//
+// A fake rejects what it does not imitate (a subcommand, a flag, a --format
+// template): it exits non-zero with "fake docker: unsupported ..." and
+// appends the call to rejected, which Setup turns into a test failure, so a
+// caller that ignores the error cannot hide it. What each fake imitates is
+// listed in one place: dockerCommands and zarfCommands.
+package fakes
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Environment variables the fakes read.
+const (
+	EnvDir       = "FAKES"
+	EnvFail      = "FAKE_FAIL"
+	EnvDockerMem = "FAKE_DOCKER_MEM"
+)
+
+// Container is a fake Docker container.
+type Container struct {
+	Image   string            `json:"image"`
+	Network string            `json:"network,omitempty"`
+	Ports   []string          `json:"ports,omitempty"` // 127.0.0.1:5002->5000/tcp
+	Aliases []string          `json:"aliases,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Memory  int64             `json:"memory"`
+	Health  string            `json:"health,omitempty"`
+}
+
+// Deploy is one zarf package deploy.
+type Deploy struct {
+	Context   string   `json:"context"`
+	Package   string   `json:"package"`
+	Variables []string `json:"variables,omitempty"`
+}
+
+// State is the fake machine: Docker's containers and images, and what
+// zarf initialised (kube contexts) and deployed.
+type State struct {
+	MemTotal   int64                 `json:"memTotal"`
+	Containers map[string]*Container `json:"containers"`
+	Images     []string              `json:"images"`
+	Inits      []string              `json:"inits"`
+	Deploys    []Deploy              `json:"deploys"`
+}
+
+// env is how a fake reads its environment: the process's, or a Runner's
+// overlay on it.
+type env func(string) string
+
+func (e env) dir() string { return e(EnvDir) }
+
+func (e env) fails(step string) bool {
+	for _, s := range strings.Split(e(EnvFail), ",") {
+		if strings.TrimSpace(s) == step {
+			return true
+		}
+	}
+	return false
+}
+
+func (e env) memTotal(s *State) int64 {
+	var m int64
+	if _, err := fmt.Sscan(e(EnvDockerMem), &m); err == nil && m > 0 {
+		return m
+	}
+	return s.MemTotal
+}
+
+// withState runs fn on the machine's state under an exclusive flock, and
+// saves it when fn succeeds.
+func withState(dir string, fn func(s *State) error) error {
+	if dir == "" {
+		return fmt.Errorf("%s is not set", EnvDir)
+	}
+	lf, err := os.OpenFile(filepath.Join(dir, "state.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, "state.json")
+	s := &State{MemTotal: 16 << 30, Containers: map[string]*Container{}}
+	if data, err := os.ReadFile(p); err == nil {
+		if err := json.Unmarshal(data, s); err != nil {
+			return fmt.Errorf("fake state %s: %w", p, err)
+		}
+	}
+	if s.Containers == nil {
+		s.Containers = map[string]*Container{}
+	}
+	if err := fn(s); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+func appendLine(dir, file, line string) {
+	f, err := os.OpenFile(filepath.Join(dir, file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		fmt.Fprintln(f, line)
+		f.Close()
+	}
+}
+
+func (e env) call(line string) { appendLine(e.dir(), "calls", line) }
+
+func sortedNames(s *State) []string {
+	names := make([]string, 0, len(s.Containers))
+	for n := range s.Containers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Machine is one fake machine's directory ($FAKES).
+type Machine struct {
+	Dir string
+}
+
+// NewMachine prepares dir as a fake machine (its ports/ folder, where a
+// test writes what docker port answers for a container).
+func NewMachine(dir string) (*Machine, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "ports"), 0o755); err != nil {
+		return nil, err
+	}
+	return &Machine{Dir: dir}, nil
+}
+
+// Setup gives t a fresh fake machine: $FAKES names it, $FAKE_FAIL and
+// $FAKE_DOCKER_MEM are cleared, and when the test ends it fails if a fake
+// rejected a call. It uses t.Setenv, so the test cannot be parallel.
+func Setup(t testing.TB) *Machine {
+	t.Helper()
+	m, err := NewMachine(filepath.Join(t.TempDir(), "fakes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvDir, m.Dir)
+	t.Setenv(EnvFail, "")
+	t.Setenv(EnvDockerMem, "")
+	t.Cleanup(func() {
+		if r := m.Rejected(); len(r) > 0 {
+			t.Errorf("the fakes rejected calls they do not imitate:\n%s", strings.Join(r, "\n"))
+		}
+	})
+	return m
+}
+
+// State reads the machine's state.
+func (m *Machine) State() (*State, error) {
+	var st *State
+	err := withState(m.Dir, func(s *State) error { st = s; return nil })
+	return st, err
+}
+
+// Calls is every call so far, one line each, in order.
+func (m *Machine) Calls() []string { return m.lines("calls") }
+
+// Rejected is every call a fake rejected.
+func (m *Machine) Rejected() []string { return m.lines("rejected") }
+
+// ResetCalls forgets the calls so far.
+func (m *Machine) ResetCalls() error {
+	err := os.Remove(filepath.Join(m.Dir, "calls"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// Port records what docker port answers for container.
+func (m *Machine) Port(container, answer string) error {
+	return os.WriteFile(filepath.Join(m.Dir, "ports", container), []byte(answer), 0o644)
+}
+
+func (m *Machine) lines(file string) []string {
+	b, err := os.ReadFile(filepath.Join(m.Dir, file))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+}
