@@ -1,0 +1,292 @@
+package slot_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// freePort is a port nothing on this host listens on, so that preflight's
+// port check passes whatever else runs here.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newManager is a Manager on the fakes: a fresh state dir, an archives dir
+// with an init package and one image archive, kind and docker and zarf
+// faked.
+func newManager(t *testing.T) (*slot.Manager, *fakes.Machine) {
+	t.Helper()
+	fm := fakes.Setup(t)
+	root := t.TempDir()
+	t.Setenv("WORK", root)
+	d, err := state.Open(filepath.Join(root, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives := filepath.Join(root, "archives")
+	if err := os.MkdirAll(archives, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"zarf-init-amd64-v0.84.0.tar.zst", "images.tar"} {
+		if err := os.WriteFile(filepath.Join(archives, f), []byte("fake"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := slot.Defaults()
+	cfg.Archives = archives
+	cfg.RegistryPortBase = freePort(t)
+	m := &slot.Manager{Dir: d, Config: &cfg, Run: fakes.Runner{}, Kind: fakes.Kind{},
+		Kubeconfig: filepath.Join(root, "kubeconfig"), Probe: fakes.Probe, Sleep: func(time.Duration) {}}
+	return m, fm
+}
+
+// stagePackage puts a package into the state dir as verify --stage leaves
+// it, verified or not, and returns its digest.
+func stagePackage(t *testing.T, d *state.Dir, content string, verified bool) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(content))
+	digest := hex.EncodeToString(sum[:])
+	dir := d.Join("packages", digest)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	name := "zarf-package-demo-amd64-1.0.0.tar.zst"
+	v := "false"
+	if verified {
+		v = "true"
+	}
+	files := map[string]string{
+		name:                content,
+		name + ".sha256":    digest + "  " + name + "\n",
+		"verification.json": `{"report":{"verified":` + v + `,"package":{"name":"demo","version":"1.0.0"},"signer":{"method":"key"}}}`,
+	}
+	for f, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return digest
+}
+
+func count(lines []string, prefix string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCreateDeployDestroy: the kind provider's steps, in order, against the
+// fakes; the record, the fake machine and the slot's kubeconfig agree.
+func TestCreateDeployDestroy(t *testing.T) {
+	m, fm := newManager(t)
+	ctx := context.Background()
+	rec, err := m.Create(ctx, "a", slot.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != slot.StateReady || rec.Cluster != "airgap-mgmt-a" || rec.Context != "kind-airgap-mgmt-a" || rec.RegistryPort != m.Config.RegistryPortBase {
+		t.Errorf("record: %+v", rec)
+	}
+	var steps []string
+	for _, s := range rec.Steps {
+		steps = append(steps, s.Name)
+	}
+	if got := strings.Join(steps, " "); got != "create/load-images create/cluster create/registry create/kubeconfig create/zarf-init" {
+		t.Errorf("steps: %s", got)
+	}
+	st, err := fm.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Containers["airgap-mgmt-a-control-plane"]; c == nil || !strings.HasPrefix(c.Image, "kindest/node:") {
+		t.Errorf("no kind node container: %+v", st.Containers)
+	}
+	if c := st.Containers["krops-registry-airgap-a"]; c == nil || c.Network != "kind" || c.Labels["dev.kubectl-bundle.slot"] != "a" {
+		t.Errorf("registry container: %+v", c)
+	}
+	if strings.Join(st.Images, ",") != "images.tar" {
+		t.Errorf("images loaded: %v", st.Images)
+	}
+	// zarf init ran against the slot's own kubeconfig, whose context is the slot's.
+	if strings.Join(st.Inits, ",") != "kind-airgap-mgmt-a" {
+		t.Errorf("inits: %v", st.Inits)
+	}
+	if _, err := os.Stat(slot.KubeconfigPath(m.Dir, "a")); err != nil {
+		t.Errorf("slot kubeconfig: %v", err)
+	}
+
+	digest := stagePackage(t, m.Dir, "v1", true)
+	rec, err = m.Deploy(ctx, "a", digest, slot.DeployOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Package == nil || rec.Package.Digest != digest || rec.Package.Name != "demo" || rec.Package.Version != "1.0.0" {
+		t.Errorf("deployed package: %+v", rec.Package)
+	}
+	st, _ = fm.State()
+	if len(st.Deploys) != 1 || st.Deploys[0].Context != "kind-airgap-mgmt-a" || strings.Join(st.Deploys[0].Variables, ",") != "SLOT=a" {
+		t.Errorf("deploys: %+v", st.Deploys)
+	}
+	loaded, err := slot.Load(m.Dir, "a")
+	if err != nil || loaded.Package == nil || loaded.Package.Digest != digest {
+		t.Errorf("saved record: %+v (%v)", loaded, err)
+	}
+
+	if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = fm.State()
+	if len(st.Containers) != 0 {
+		t.Errorf("containers left: %v", st.Containers)
+	}
+	var nf *slot.NotFoundError
+	if _, err := slot.Load(m.Dir, "a"); !errors.As(err, &nf) {
+		t.Errorf("record after destroy: %v", err)
+	}
+	if _, err := os.Stat(slot.KubeconfigPath(m.Dir, "a")); !os.IsNotExist(err) {
+		t.Errorf("slot kubeconfig after destroy: %v", err)
+	}
+}
+
+// TestCreateAndDestroyAreIdempotent: a second create with the same inputs
+// is a no-op; a second destroy finds nothing to do and succeeds.
+func TestCreateAndDestroyAreIdempotent(t *testing.T) {
+	m, fm := newManager(t)
+	ctx := context.Background()
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); !errors.Is(err, slot.ErrAlreadyCreated) {
+		t.Fatalf("second create: %v, want ErrAlreadyCreated", err)
+	}
+	if n := count(fm.Calls(), "kind create cluster"); n != 1 {
+		t.Errorf("kind create ran %d times, want 1", n)
+	}
+	for i := 0; i < 2; i++ {
+		if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); err != nil {
+			t.Fatalf("destroy %d: %v", i+1, err)
+		}
+	}
+	if n := count(fm.Calls(), "kind delete cluster --name airgap-mgmt-a"); n != 2 {
+		t.Errorf("kind delete ran %d times, want 2 (the second finds nothing)", n)
+	}
+}
+
+// TestCreateFailsThenRebuilds: a failing zarf init leaves the slot failed
+// with the step named; the next create cleans it up and builds it whole.
+func TestCreateFailsThenRebuilds(t *testing.T) {
+	m, fm := newManager(t)
+	ctx := context.Background()
+	t.Setenv(fakes.EnvFail, "zarf-init")
+	_, err := m.Create(ctx, "a", slot.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "slot a: create/zarf-init:") || !strings.Contains(err.Error(), "(FAKE_FAIL)") {
+		t.Fatalf("create with a failing zarf init: %v", err)
+	}
+	rec, err := slot.Load(m.Dir, "a")
+	if err != nil || rec.State != slot.StateFailed {
+		t.Fatalf("record after the failure: %+v (%v)", rec, err)
+	}
+	t.Setenv(fakes.EnvFail, "")
+	rec, err = m.Create(ctx, "a", slot.CreateOptions{})
+	if err != nil || rec.State != slot.StateReady {
+		t.Fatalf("create after the failure: %+v (%v)", rec, err)
+	}
+	calls := fm.Calls()
+	if count(calls, "kind delete cluster --name airgap-mgmt-a") != 1 || count(calls, "kind create cluster --name airgap-mgmt-a") != 2 {
+		t.Errorf("want the half-built slot destroyed once and created twice:\n%s", strings.Join(calls, "\n"))
+	}
+	st, _ := fm.State()
+	if len(st.Inits) != 1 {
+		t.Errorf("inits: %v", st.Inits)
+	}
+}
+
+// TestDeployFailureKeepsThePreviousPackage: a failing zarf deploy leaves
+// the record naming the package deployed before, and says so.
+func TestDeployFailureKeepsThePreviousPackage(t *testing.T) {
+	m, _ := newManager(t)
+	ctx := context.Background()
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := stagePackage(t, m.Dir, "v1", true)
+	if _, err := m.Deploy(ctx, "a", v1, slot.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := stagePackage(t, m.Dir, "v2", true)
+	t.Setenv(fakes.EnvFail, "zarf-deploy")
+	_, err := m.Deploy(ctx, "a", v2, slot.DeployOptions{})
+	if err == nil || !strings.Contains(err.Error(), "the slot's record still names its previous package ("+v1+")") {
+		t.Fatalf("failed deploy: %v", err)
+	}
+	rec, _ := slot.Load(m.Dir, "a")
+	if rec.Package == nil || rec.Package.Digest != v1 {
+		t.Errorf("record after the failed deploy: %+v", rec.Package)
+	}
+	// Re-running the same deploy once zarf works is fine.
+	t.Setenv(fakes.EnvFail, "")
+	if rec, err := m.Deploy(ctx, "a", v2, slot.DeployOptions{}); err != nil || rec.Package.Digest != v2 {
+		t.Fatalf("deploy again: %v", err)
+	}
+}
+
+// TestRefusals: what the manager refuses, with the error type the cmd
+// layer maps to an exit code, and without touching the fake machine.
+func TestRefusals(t *testing.T) {
+	m, fm := newManager(t)
+	ctx := context.Background()
+	var conflict *slot.ConflictError
+	if _, err := m.Deploy(ctx, "a", stagePackage(t, m.Dir, "v1", true), slot.DeployOptions{}); !errors.As(err, new(*slot.NotFoundError)) {
+		t.Errorf("deploy into a slot never created: %v", err)
+	}
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An unverified package.
+	var nv *slot.NotVerifiedError
+	if _, err := m.Deploy(ctx, "a", stagePackage(t, m.Dir, "unverified", false), slot.DeployOptions{}); !errors.As(err, &nv) {
+		t.Errorf("deploy of an unverified package: %v", err)
+	}
+	// The active slot.
+	if err := state.WriteFile(m.Dir.Join("active"), []byte("a\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "slot a is the active slot") {
+		t.Errorf("destroy of the active slot: %v", err)
+	}
+	// Other settings.
+	m.Config.RegistryImage = "registry:3"
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "exists with other settings") {
+		t.Errorf("create with other settings: %v", err)
+	}
+	// A slot that is not configured.
+	var ce *slot.ConfigError
+	if _, err := m.Create(ctx, "c", slot.CreateOptions{}); !errors.As(err, &ce) {
+		t.Errorf("create of an unconfigured slot: %v", err)
+	}
+	st, _ := fm.State()
+	if len(st.Deploys) != 0 || len(st.Containers) != 2 {
+		t.Errorf("a refusal touched the machine: deploys %v, containers %d", st.Deploys, len(st.Containers))
+	}
+}

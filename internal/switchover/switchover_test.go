@@ -1,0 +1,264 @@
+package switchover
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// newSite is two ready slots, a and b, each with a registry container on
+// the fake Docker's kind network, a context in the kubeconfig and a
+// passing gate; a is active and holds both aliases.
+func newSite(t *testing.T) (*Switcher, *fakes.Machine) {
+	t.Helper()
+	fm := fakes.Setup(t)
+	root := t.TempDir()
+	d, err := state.Open(filepath.Join(root, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(root, "kubeconfig")
+	writeKubeconfig(t, kubeconfig, "kind-airgap-mgmt-a", "kind-airgap-mgmt-b")
+	run := fakes.Runner{}
+	for _, sl := range []string{"a", "b"} {
+		reg := "krops-registry-airgap-" + sl
+		if _, err := run.Run(context.Background(), "docker", "run", "-d", "--name", reg, "--network", "kind", "registry:2"); err != nil {
+			t.Fatal(err)
+		}
+		rec := &slot.Record{Name: sl, Provider: "kind", Cluster: "airgap-mgmt-" + sl, Context: "kind-airgap-mgmt-" + sl,
+			Registry: reg, State: slot.StateReady, Gate: &slot.GateResult{Gate: "default", Passed: true, Time: t0}}
+		if err := slot.Save(d, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Switcher{Dir: d, Run: run, AliasContext: "kind-airgap-mgmt", RegistryAlias: "krops-registry", Network: "kind",
+		Kubeconfig: kubeconfig, SoakWindow: time.Hour, MaxGateAge: time.Hour, Now: func() time.Time { return t0 }}
+	if _, err := s.To(context.Background(), "a", false); err != nil {
+		t.Fatal(err)
+	}
+	return s, fm
+}
+
+// where reports the active pointer, the slot the alias context reaches,
+// the slot whose registry holds the network alias, and whether every
+// registry is still on the network.
+func where(t *testing.T, s *Switcher, fm *fakes.Machine) (active, kube, registry string, allOnNetwork bool) {
+	t.Helper()
+	st, err := s.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := fm.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allOnNetwork = true
+	for _, sl := range []string{"a", "b"} {
+		c := ms.Containers["krops-registry-airgap-"+sl]
+		allOnNetwork = allOnNetwork && c != nil && c.Network == "kind"
+		if c != nil && slices.Contains(c.Aliases, "krops-registry") && registry != "" {
+			t.Errorf("two registries hold the alias")
+		}
+		if c != nil && slices.Contains(c.Aliases, "krops-registry") {
+			registry = sl
+		}
+	}
+	if st.RegistryHolder != registry {
+		t.Errorf("status names %q as the alias holder, the machine %q", st.RegistryHolder, registry)
+	}
+	return st.Active, st.KubeconfigAlias, registry, allOnNetwork
+}
+
+func wantAt(t *testing.T, s *Switcher, fm *fakes.Machine, slotName string) {
+	t.Helper()
+	active, kube, reg, on := where(t, s, fm)
+	if active != slotName || kube != slotName || reg != slotName || !on {
+		t.Errorf("active %q, kube alias %q, registry alias %q, all registries on the network %v: want everything at %s", active, kube, reg, on, slotName)
+	}
+}
+
+// TestToBackAccept: a switch moves the pointer and both aliases, back moves
+// them home, and accept ends the soak naming the slot to retire.
+func TestToBackAccept(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	wantAt(t, s, fm, "a")
+	rec, err := s.To(ctx, "b", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Phase != PhaseSwitched || rec.Target != "b" || rec.Previous != "a" || !rec.SoakStarted.Equal(t0) || rec.SoakWindow != "1h0m0s" {
+		t.Errorf("record after to: %+v", rec)
+	}
+	wantAt(t, s, fm, "b")
+
+	rec, err = s.Back(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Phase != PhaseSwitchedBack || rec.Target != "a" || rec.Previous != "b" {
+		t.Errorf("record after back: %+v", rec)
+	}
+	wantAt(t, s, fm, "a")
+
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	// Not soaked yet: accept --if-soaked waits and says how long.
+	s.Now = func() time.Time { return t0.Add(20 * time.Minute) }
+	res, err := s.Accept(true)
+	if err != nil || res.Accepted || res.Left != 40*time.Minute {
+		t.Fatalf("accept --if-soaked within the window: %+v, %v", res, err)
+	}
+	s.Now = func() time.Time { return t0.Add(2 * time.Hour) }
+	res, err = s.Accept(true)
+	if err != nil || !res.Accepted || res.Slot != "b" || res.Retire != "kubectl bundle-slot destroy a" {
+		t.Fatalf("accept after the window: %+v, %v", res, err)
+	}
+	if sw, _ := s.Load(); sw.Phase != PhaseAccepted {
+		t.Errorf("phase after accept: %s", sw.Phase)
+	}
+	wantAt(t, s, fm, "b")
+}
+
+// TestRerunsAreNoOps: to the slot that is active, back after back and
+// accept after accept change nothing and touch no network.
+func TestRerunsAreNoOps(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fm.ResetCalls(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range fm.Calls() {
+		if strings.HasPrefix(c, "docker network") {
+			t.Errorf("a second to b moved an alias: %s", c)
+		}
+	}
+	wantAt(t, s, fm, "b")
+	if _, err := s.Back(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fm.ResetCalls(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Back(ctx)
+	if err != nil || rec.Phase != PhaseSwitchedBack || len(fm.Calls()) != 0 {
+		t.Errorf("second back: %+v, %v, calls %q", rec, err, fm.Calls())
+	}
+	wantAt(t, s, fm, "a")
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if res, err := s.Accept(false); err != nil || !res.Accepted {
+			t.Fatalf("accept %d: %+v, %v", i+1, res, err)
+		}
+	}
+}
+
+// TestRepairAfterAFailedMove: a Docker failure mid-switch leaves the
+// switch recorded as in progress, status says it is inconsistent and names
+// the command, and re-running it completes the switch without a fresh gate.
+func TestRepairAfterAFailedMove(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	t.Setenv(fakes.EnvFail, "docker-network")
+	_, err := s.To(ctx, "b", false)
+	if err == nil || !strings.Contains(err.Error(), "reconnecting krops-registry-airgap-a to kind without alias krops-registry") {
+		t.Fatalf("to b with docker network failing: %v", err)
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Consistent || st.Phase != PhaseSwitching || st.Active != "b" || st.RegistryHolder != "a" || st.Next != "kubectl bundle-switch to b" {
+		t.Errorf("status after the failure: %+v", st)
+	}
+	t.Setenv(fakes.EnvFail, "")
+	// The gate is stale by now: a resumed switch does not ask again.
+	s.Now = func() time.Time { return t0.Add(3 * time.Hour) }
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatalf("re-running to b: %v", err)
+	}
+	wantAt(t, s, fm, "b")
+	if st, _ := s.Status(ctx); !st.Consistent || st.Next != "" {
+		t.Errorf("status after the repair: %+v", st)
+	}
+}
+
+// TestRefusals: each refusal is typed for the cmd layer and moves nothing.
+func TestRefusals(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	var gate *GateError
+	var conflict *ConflictError
+
+	// No switch yet besides the initial one: nothing to go back to.
+	if _, err := s.Back(ctx); !errors.As(err, &conflict) {
+		t.Errorf("back with no previous slot: %v", err)
+	}
+
+	b, _ := slot.Load(s.Dir, "b")
+	b.Gate.Passed, b.Gate.Failed = false, []string{"pods"}
+	if err := slot.Save(s.Dir, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.To(ctx, "b", false); !errors.As(err, &gate) || !strings.Contains(err.Error(), "last gate FAILED") {
+		t.Errorf("to b with a failing gate: %v", err)
+	}
+	b.Gate.Passed, b.Gate.Failed = true, nil
+	b.State = slot.StateFailed
+	if err := slot.Save(s.Dir, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.To(ctx, "b", true); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("to a failed slot, even forced: %v", err)
+	}
+	var nf *slot.NotFoundError
+	if _, err := s.To(ctx, "c", true); !errors.As(err, &nf) {
+		t.Errorf("to a slot with no record: %v", err)
+	}
+	wantAt(t, s, fm, "a")
+
+	b.State = slot.StateReady
+	if err := slot.Save(s.Dir, b); err != nil {
+		t.Fatal(err)
+	}
+	// Accept after back: nothing is soaking.
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Back(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Accept(false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "nothing is soaking (switch phase SWITCHED_BACK)") {
+		t.Errorf("accept after back: %v", err)
+	}
+	// Back after accept is a new switch, not a back.
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Accept(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Back(ctx); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "was accepted") {
+		t.Errorf("back after accept: %v", err)
+	}
+	wantAt(t, s, fm, "b")
+}
