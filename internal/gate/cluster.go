@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -187,5 +186,3 @@ func (w *watcher) ensure(c *Cluster, gvr schema.GroupVersionResource, ns string)
 
 // wait stops all watches; call after cancelling the watcher's context.
 func (w *watcher) wait() { w.wg.Wait() }
-
-var errNoObjects = errors.New("no objects match")

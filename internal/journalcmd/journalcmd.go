@@ -60,7 +60,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 					&cli.StringFlag{Name: "active", Usage: "the active slot (blue-green)"},
 					&cli.StringFlag{Name: "candidate", Usage: "the candidate slot (blue-green)"},
 				},
-				Action: func(ctx context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
 			{
 				Name:      "run",
@@ -71,7 +71,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			{
 				Name:   "status",
 				Usage:  "what happened, where it stands, and the next command (exit 0 with none open)",
-				Action: func(ctx context.Context, cmd *cli.Command) error { return status(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return status(streams, cmd) },
 			},
 			{
 				Name:  "log",
@@ -79,7 +79,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "since", Usage: "only events newer than this (e.g. 24h)"},
 				},
-				Action: func(ctx context.Context, cmd *cli.Command) error { return logCmd(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return logCmd(streams, cmd) },
 			},
 			{
 				Name:      "step",
@@ -88,17 +88,17 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "error", Usage: "what went wrong (with failed)"},
 				},
-				Action: func(ctx context.Context, cmd *cli.Command) error { return step(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return step(streams, cmd) },
 			},
 			{
 				Name:   "abort",
 				Usage:  "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
-				Action: func(ctx context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
 			},
 			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",
-				Action: func(ctx context.Context, cmd *cli.Command) error { return end(streams, cmd) },
+				Action: func(_ context.Context, cmd *cli.Command) error { return end(streams, cmd) },
 			},
 		},
 	}

@@ -2,6 +2,10 @@ package testenv
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +28,8 @@ func TestRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.GitVersion != "v1.34.4" {
-		t.Errorf("server version %q, want the pinned v1.34.4", v.GitVersion)
+	if want := kubePin(t); v.GitVersion != want {
+		t.Errorf("server version %q, want %s, pinned in hack/tools/kube/go.mod", v.GitVersion, want)
 	}
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"}, Data: map[string]string{"k": "v"}}
@@ -35,5 +39,39 @@ func TestRealAPIServer(t *testing.T) {
 	got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "probe", metav1.GetOptions{})
 	if err != nil || got.Data["k"] != "v" {
 		t.Fatalf("%v %+v", err, got)
+	}
+}
+
+// kubePin is the k8s.io/kubernetes version hack/tools/kube/go.mod pins, read
+// as the Makefile reads it: the version after the module path, outside
+// comments.
+func kubePin(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "hack", "tools", "kube", "go.mod")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] == "//" {
+			continue
+		}
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "k8s.io/kubernetes" {
+				return f[i+1]
+			}
+		}
+	}
+	t.Fatalf("%s does not pin k8s.io/kubernetes", p)
+	return ""
+}
+
+// TestKubePin: the pin reader finds the version the Makefile builds.
+func TestKubePin(t *testing.T) {
+	v := kubePin(t)
+	if !strings.HasPrefix(v, "v1.") || strings.Count(v, ".") != 2 {
+		t.Errorf("pin %q is not a v1.x.y version", v)
 	}
 }

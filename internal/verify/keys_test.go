@@ -27,9 +27,19 @@ type testKey struct {
 }
 
 func testKeys(t *testing.T) []testKey {
-	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	_, ed, _ := ed25519.GenerateKey(rand.Reader)
-	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	t.Helper()
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []testKey{
 		{"ecdsa-p256", ec, func(m []byte) []byte { d := sha256.Sum256(m); s, _ := ecdsa.SignASN1(rand.Reader, ec, d[:]); return s }},
 		{"ed25519", ed, func(m []byte) []byte { return ed25519.Sign(ed, m) }},
