@@ -152,12 +152,8 @@ type BeginOptions struct {
 // Begin opens a transaction. With one already open it fails with a
 // *ConflictError naming it and its next command.
 func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
-	if t, err := j.Load(); err != nil {
+	if err := j.RefuseIfOpen(); err != nil {
 		return nil, err
-	} else if t != nil {
-		n := Next(t)
-		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s (%s) is already open in phase %s (%s); next: %s",
-			t.ID, t.Strategy, t.Phase, t.Status, n.Command)}
 	}
 	seq, err := j.nextSeq()
 	if err != nil {
@@ -171,6 +167,18 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 		CreatedAt: now}
 	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target}
 	return t, j.commit(t, seq, ev)
+}
+
+// RefuseIfOpen fails with a *ConflictError naming the open transaction and
+// its next command, if one is open, so that begin can check it before its
+// other preconditions.
+func (j *Journal) RefuseIfOpen() error {
+	t, err := j.Load()
+	if err != nil || t == nil {
+		return err
+	}
+	return &ConflictError{Msg: fmt.Sprintf("transaction %s (%s) is already open in phase %s (%s); next: %s",
+		t.ID, t.Strategy, t.Phase, t.Status, Next(t).Command)}
 }
 
 func (j *Journal) nextSeq() (int64, error) {

@@ -9,14 +9,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
@@ -56,7 +60,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "strategy", Usage: "in-place, blue-green or recreate", Required: true},
 					&cli.StringFlag{Name: "package", Usage: "the target package: a path (its sha256 is taken) or a sha256 digest", Required: true},
-					&cli.StringFlag{Name: "fallback", Usage: "the known-good package digest to return to (default: the state dir's current pointer)"},
+					&cli.StringFlag{Name: "fallback", Usage: "the known-good package to return to: a staged digest or path (default: the package deployed in the active slot)"},
 					&cli.StringFlag{Name: "active", Usage: "the active slot (blue-green)"},
 					&cli.StringFlag{Name: "candidate", Usage: "the candidate slot (blue-green)"},
 				},
@@ -140,6 +144,10 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return kcli.Usage("%v", err)
 	}
+	slots, err := beginSlots(st, cmd.String("active"), cmd.String("candidate"))
+	if err != nil {
+		return err
+	}
 	pkg := cmd.String("package")
 	digest, path, err := resolvePackage(pkg)
 	if err != nil {
@@ -150,16 +158,67 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	defer s.close()
-	fallback := cmd.String("fallback")
-	if fallback == "" {
-		fallback, _ = state.ReadPointer(s.dir.Join("current"))
+	if err := s.j.RefuseIfOpen(); err != nil {
+		return err
 	}
-	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback,
-		Slots: journal.Slots{Active: cmd.String("active"), Candidate: cmd.String("candidate")}})
+	fallback, err := beginFallback(s.dir, st, slots.Active, cmd.String("fallback"))
+	if err != nil {
+		return err
+	}
+	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots})
 	if err != nil {
 		return err
 	}
 	return writeTxn(streams, s.common, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
+}
+
+// beginSlots checks --active and --candidate against the strategy, by the
+// slots' own naming rule, before anything is written.
+func beginSlots(st journal.Strategy, active, candidate string) (journal.Slots, error) {
+	for _, f := range []struct{ flag, name string }{{"active", active}, {"candidate", candidate}} {
+		if f.name == "" {
+			continue
+		}
+		if err := slot.ValidName(f.name); err != nil {
+			return journal.Slots{}, errkind.New(errkind.Usage, "--%s: %w", f.flag, err)
+		}
+	}
+	switch {
+	case st == journal.BlueGreen && (active == "" || candidate == ""):
+		return journal.Slots{}, errkind.New(errkind.Usage, "blue-green builds the update in --candidate next to --active: give both (e.g. --active a --candidate b)")
+	case st == journal.BlueGreen && candidate == active:
+		return journal.Slots{}, errkind.New(errkind.Usage, "--candidate %s is the active slot: blue-green builds the update in another slot (e.g. --active a --candidate b)", candidate)
+	case st != journal.BlueGreen && candidate != "":
+		return journal.Slots{}, errkind.New(errkind.Usage, "--candidate is for blue-green: %s updates the --active slot itself", st)
+	}
+	return journal.Slots{Active: active, Candidate: candidate}, nil
+}
+
+// beginFallback is the known-good package a failed update returns to: the
+// staged package --fallback names, else the state dir's current pointer.
+func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (string, error) {
+	if flag != "" {
+		digest, err := stagedDigest(d, flag)
+		if err != nil {
+			return "", errkind.New(errkind.Usage, "--fallback: %w", err)
+		}
+		return digest, nil
+	}
+	fallback, _ := state.ReadPointer(d.Join("current"))
+	return fallback, nil
+}
+
+// stagedDigest resolves a package digest or path as slot deploy does, and
+// requires it to be staged in the state dir.
+func stagedDigest(d *state.Dir, arg string) (string, error) {
+	p, err := slot.ResolvePackage(d, arg, true)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(d.Join(stage.PackagesDir), p.Path); err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("package %s (%s) is not staged: kubectl bundle-verify --stage %s verifies and stages it", arg, p.Digest, arg)
+	}
+	return p.Digest, nil
 }
 
 // resolvePackage turns --package into a digest: a sha256 as given, or the
