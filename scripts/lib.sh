@@ -207,15 +207,14 @@ require_update() {
 }
 
 # begin_on_active STRATEGY VERB: resume the open transaction, or open one
-# on the active slot with its current package as the fallback.
+# on the active slot (begin takes the package deployed there as the fallback).
 begin_on_active() {
   check_open "$1"
   [ -z "$(txn id)" ] || return 0
-  local active fallback
+  local active
   active=$(active_slot)
   [ -n "$active" ] || die "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
-  fallback=$("$SLOT" describe "$active" -o 'jsonpath={.package.digest}')
-  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" ${fallback:+--fallback "$fallback"} -q
+  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" -q
 }
 
 # resume RECOVER RECOVERY_PHASE: what a previous run left decides what

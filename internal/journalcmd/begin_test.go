@@ -127,3 +127,82 @@ func TestBeginRefusesBadSlotsAndFallback(t *testing.T) {
 		}
 	}
 }
+
+// Defect 14: without --fallback, the fallback is the package deployed in
+// the active slot; a recreate that would have nothing to rebuild with is
+// refused, except on a first install.
+func TestBeginFallbackFromActiveSlot(t *testing.T) {
+	t.Run("recreate takes the active slot's package", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		stageDemo(t, dir)
+		activeSlot(t, d, "a", demoDigest)
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a", "-q"); code != 0 {
+			t.Fatalf("begin: exit %d: %s", code, stderr)
+		}
+		if tx := openTxn(t, d); tx.Fallback != demoDigest {
+			t.Errorf("fallback %q, want the package deployed in slot a, %s", tx.Fallback, demoDigest)
+		}
+	})
+	t.Run("the active pointer names the slot when --active is not given", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		stageDemo(t, dir)
+		activeSlot(t, d, "b", demoDigest)
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "in-place", "--package", target, "-q"); code != 0 {
+			t.Fatalf("begin: exit %d: %s", code, stderr)
+		}
+		if tx := openTxn(t, d); tx.Fallback != demoDigest {
+			t.Errorf("fallback %q, want %s", tx.Fallback, demoDigest)
+		}
+	})
+	t.Run("recreate of an active slot with no package is refused", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		activeSlot(t, d, "a", "")
+		code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a")
+		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "slot a records no deployed package, so a failed recreate would have nothing to rebuild it with") ||
+			!strings.Contains(stderr, "kubectl bundle-slot deploy a PACKAGE") || !strings.Contains(stderr, "--fallback DIGEST|PATH") {
+			t.Errorf("exit %d, stderr %q; want exit 3 naming what to do", code, stderr)
+		}
+		if tx := openTxn(t, d); tx != nil {
+			t.Errorf("a transaction was opened: %+v", tx)
+		}
+	})
+	t.Run("recreate whose fallback is no longer staged is refused", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		activeSlot(t, d, "a", demoDigest)
+		code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a")
+		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "is not staged") || !strings.Contains(stderr, "stage it again with kubectl bundle-verify --stage") {
+			t.Errorf("exit %d, stderr %q; want exit 3 saying to stage it again", code, stderr)
+		}
+	})
+	t.Run("an explicit --fallback stands in for the missing package", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		stageDemo(t, dir)
+		activeSlot(t, d, "a", "")
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a", "--fallback", demoPkg, "-q"); code != 0 {
+			t.Fatalf("begin: exit %d: %s", code, stderr)
+		}
+		if tx := openTxn(t, d); tx.Fallback != demoDigest {
+			t.Errorf("fallback %q, want %s", tx.Fallback, demoDigest)
+		}
+	})
+	t.Run("a first install has no fallback", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a", "-q"); code != 0 {
+			t.Fatalf("begin: exit %d: %s", code, stderr)
+		}
+		if tx := openTxn(t, d); tx.Fallback != "" {
+			t.Errorf("fallback %q on a first install", tx.Fallback)
+		}
+	})
+	t.Run("an open transaction is named before the fallback is looked at", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "in-place", "--package", target, "-q"); code != 0 {
+			t.Fatalf("begin: exit %d: %s", code, stderr)
+		}
+		activeSlot(t, d, "a", "")
+		code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a")
+		if code != kcli.ExitConflict || !strings.Contains(stderr, "is already open") {
+			t.Errorf("exit %d, stderr %q; want exit 4 naming the open transaction", code, stderr)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
 
@@ -195,7 +197,10 @@ func beginSlots(st journal.Strategy, active, candidate string) (journal.Slots, e
 }
 
 // beginFallback is the known-good package a failed update returns to: the
-// staged package --fallback names, else the state dir's current pointer.
+// staged package --fallback names, else the package deployed in the active
+// slot (--active, or the state dir's active pointer). A recreate tears the
+// slot down, so it refuses to begin without one, except on a first install
+// (no slot active yet).
 func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (string, error) {
 	if flag != "" {
 		digest, err := stagedDigest(d, flag)
@@ -204,8 +209,36 @@ func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (stri
 		}
 		return digest, nil
 	}
-	fallback, _ := state.ReadPointer(d.Join("current"))
-	return fallback, nil
+	pointer, err := (&switchover.Switcher{Dir: d}).Active()
+	if err != nil {
+		return "", errkind.New(errkind.Environment, "reading the active pointer: %w", err)
+	}
+	if active == "" {
+		active = pointer
+	}
+	if active == "" {
+		return "", nil // a first install: nothing was deployed before
+	}
+	rec, err := slot.Load(d, active)
+	var nf *slot.NotFoundError
+	switch {
+	case errors.As(err, &nf) && pointer == "":
+		return "", nil // a first install onto a new slot
+	case err != nil:
+		return "", errkind.New(errkind.Environment, "reading the fallback from slot %s: %w", active, err)
+	}
+	if rec.Package == nil || rec.Package.Digest == "" {
+		if st == journal.Recreate && pointer != "" {
+			return "", errkind.New(errkind.Environment, "slot %s records no deployed package, so a failed recreate would have nothing to rebuild it with: deploy the known-good package into it first (kubectl bundle-slot deploy %s PACKAGE), or name one with --fallback DIGEST|PATH (staged by kubectl bundle-verify --stage)", active, active)
+		}
+		return "", nil
+	}
+	if st == journal.Recreate {
+		if _, err := stagedDigest(d, rec.Package.Digest); err != nil {
+			return "", errkind.New(errkind.Environment, "the package deployed in slot %s is the fallback of a recreate, but %v: stage it again with kubectl bundle-verify --stage PACKAGE, or name another with --fallback DIGEST|PATH", active, err)
+		}
+	}
+	return rec.Package.Digest, nil
 }
 
 // stagedDigest resolves a package digest or path as slot deploy does, and
