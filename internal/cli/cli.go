@@ -4,7 +4,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
@@ -12,13 +11,14 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
-// Exit codes shared by every binary (DESIGN.md).
+// Exit codes shared by every binary and script (docs/exit-codes.md). Only
+// this package turns errors into numbers, in ExitCode.
 const (
-	ExitOK          = 0 // success
-	ExitNegative    = 1 // negative verdict: verification failed, gate not satisfied
-	ExitUsage       = 2 // bad invocation
-	ExitEnvironment = 3 // docker/zarf/cluster unreachable, I/O
-	ExitConflict    = 4 // locked, illegal transition
+	ExitOK          = 0 // done; for a check: it passed
+	ExitNegative    = 1 // the thing checked is bad or not ready
+	ExitUsage       = 2 // what the operator typed is wrong
+	ExitEnvironment = 3 // the machine or the state does not allow the step
+	ExitConflict    = 4 // a lock, a running step, an illegal transition, a protected slot
 )
 
 // Version is set at link time with -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Version=v1.2.3.
@@ -49,74 +49,55 @@ func OSStreams() IOStreams {
 	return IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 }
 
-// ExitError carries an exit code chosen by the library or command layer.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// Usage returns an error that exits with ExitUsage.
+// Usage returns an error of kind Usage: what the operator typed is wrong.
 func Usage(format string, args ...any) error {
-	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+	return errkind.New(errkind.Usage, format, args...)
 }
 
-// Environment wraps err so that it exits with ExitEnvironment.
-func Environment(err error) error {
-	if err == nil {
-		return nil
+// Environment marks err as the machine or the state not allowing the step.
+func Environment(err error) error { return errkind.Wrap(errkind.Environment, err) }
+
+// Conflict marks err as a conflict: a lock, an illegal transition, a protected slot.
+func Conflict(err error) error { return errkind.Wrap(errkind.Conflict, err) }
+
+// Negative marks err as a negative verdict: the thing checked is bad or not ready.
+func Negative(err error) error { return errkind.Wrap(errkind.Negative, err) }
+
+// Reported is a failure of kind k that the command has already reported in
+// full (a text or JSON verdict): RunCommand prints nothing more for it.
+func Reported(k errkind.Kind) error { return errkind.Wrap(k, errReported) }
+
+var errReported = errors.New("")
+
+// KindOfExit reads an exit code of the table back as a kind: a step that
+// ran one of the suite's binaries fails as that binary did. Any other code
+// (a signal, 127, a foreign tool's own numbers) is an environment failure.
+func KindOfExit(code int) errkind.Kind {
+	switch code {
+	case ExitNegative:
+		return errkind.Negative
+	case ExitUsage:
+		return errkind.Usage
+	case ExitConflict:
+		return errkind.Conflict
 	}
-	return &ExitError{Code: ExitEnvironment, Err: err}
+	return errkind.Environment
 }
 
-// Conflict wraps err so that it exits with ExitConflict.
-func Conflict(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: ExitConflict, Err: err}
-}
-
-// Negative wraps err so that it exits with ExitNegative.
-func Negative(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ExitError{Code: ExitNegative, Err: err}
-}
-
-// Coder is implemented by library errors that know their exit code.
-type Coder interface {
-	ExitCode() int
-}
-
-// ExitCode maps an error to the documented exit code. Errors that say
-// nothing about themselves are environment errors: the command could not do
-// its job, which is not a verdict on the input.
+// ExitCode is the suite's one table from error kinds to exit codes. An
+// error that says nothing of itself exits as an environment failure: the
+// command could not do its job, which is not a verdict on the input.
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	if k := errkind.Of(err); k != errkind.Unknown {
-		return kindCode[k]
-	}
-	var c Coder
-	if errors.As(err, &c) {
-		return c.ExitCode()
+	switch errkind.Of(err) {
+	case errkind.Negative:
+		return ExitNegative
+	case errkind.Usage:
+		return ExitUsage
+	case errkind.Conflict:
+		return ExitConflict
 	}
 	return ExitEnvironment
-}
-
-// kindCode is the one table from a kind of failure to its exit code.
-var kindCode = map[errkind.Kind]int{
-	errkind.Negative:    ExitNegative,
-	errkind.Usage:       ExitUsage,
-	errkind.Environment: ExitEnvironment,
-	errkind.Conflict:    ExitConflict,
 }

@@ -40,29 +40,48 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// TestExitCode is the table of docs/exit-codes.md: each kind, bare or
+// wrapped, and an error that says nothing of itself.
 func TestExitCode(t *testing.T) {
-	for err, want := range map[error]int{
-		nil:                        ExitOK,
-		errors.New("disk on fire"): ExitEnvironment,
-		Usage("bad"):               ExitUsage,
-		fmt.Errorf("wrapped: %w", Negative(errors.New("no"))): ExitNegative,
-		Conflict(errors.New("locked")):                        ExitConflict,
-		coder{}:                                               7,
-		errkind.New(errkind.Usage, "--active: %w", errors.New("bad name")):            ExitUsage,
-		fmt.Errorf("begin: %w", errkind.New(errkind.Environment, "no fallback")):      ExitEnvironment,
-		errkind.Wrap(errkind.Conflict, errors.New("the slot changed under the gate")): ExitConflict,
-		errkind.New(errkind.Negative, "still soaking"):                                ExitNegative,
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errkind.New(errkind.Negative, "verification failed"), 1},
+		{errkind.New(errkind.Usage, "unknown flag"), 2},
+		{errkind.New(errkind.Environment, "disk full"), 3},
+		{errkind.New(errkind.Conflict, "locked"), 4},
+		{errkind.New(errkind.Unknown, "says nothing"), 3},
+		{errors.New("disk on fire"), 3},
+		{fmt.Errorf("wrapped: %w", Negative(errors.New("no"))), 1},
+		{Usage("bad %s", "flag"), 2},
+		{Environment(errors.New("docker")), 3},
+		{Conflict(errors.New("locked")), 4},
+		{Reported(errkind.Negative), 1},
+		{kinded{errkind.Conflict}, 4},
+		// The outermost kind decides: a command may reclassify a library error.
+		{errkind.Wrap(errkind.Usage, kinded{errkind.Environment}), 2},
 	} {
-		if got := ExitCode(err); got != want {
-			t.Errorf("ExitCode(%v) = %d, want %d", err, got, want)
+		if got := ExitCode(tc.err); got != tc.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	for code := 0; code <= 5; code++ {
+		k := KindOfExit(code)
+		if code >= 1 && code <= 4 && ExitCode(errkind.Wrap(k, errors.New("x"))) != code {
+			t.Errorf("KindOfExit(%d) = %v does not map back", code, k)
+		}
+		if (code == 0 || code == 5) && k != errkind.Environment {
+			t.Errorf("KindOfExit(%d) = %v, want environment", code, k)
 		}
 	}
 }
 
-type coder struct{}
+type kinded struct{ k errkind.Kind }
 
-func (coder) Error() string { return "coded" }
-func (coder) ExitCode() int { return 7 }
+func (e kinded) Error() string           { return "kinded " + e.k.String() }
+func (e kinded) ErrorKind() errkind.Kind { return e.k }
 
 func TestJSONPathArg(t *testing.T) {
 	for _, tc := range []struct {

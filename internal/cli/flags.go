@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Common holds the flags every binary of the suite takes.
@@ -40,17 +40,16 @@ func ParseCommon(cmd *cli.Command) (*Common, error) {
 func RunCommand(ctx context.Context, streams IOStreams, cmd *cli.Command, args []string) int {
 	cmd.ExitErrHandler = func(context.Context, *cli.Command, error) {}
 	cmd.OnUsageError = func(_ context.Context, _ *cli.Command, err error, _ bool) error {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see --help)", err)}
+		return errkind.New(errkind.Usage, "%w (see --help)", err)
 	}
 	err := cmd.Run(ctx, args)
 	if err == nil {
 		return ExitOK
 	}
-	code := ExitCode(err)
-	var ee *ExitError
-	if code == ExitEnvironment && !errors.As(err, &ee) && isFlagError(err) {
-		code = ExitUsage
+	if errkind.Of(err) == errkind.Unknown && isFlagError(err) {
+		err = errkind.Wrap(errkind.Usage, err)
 	}
+	code := ExitCode(err)
 	// An empty message is a verdict the command has already reported.
 	if err.Error() != "" {
 		Errorf(streams.ErrOut, err)

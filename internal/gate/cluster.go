@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Cluster is one API server the gate reads: the target cluster, or a
@@ -42,8 +44,8 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// ExitCode makes an unreachable cluster an environment failure.
-func (e *UnreachableError) ExitCode() int { return 3 }
+// ErrorKind: an unreachable cluster is an environment failure.
+func (e *UnreachableError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // NewCluster builds the clients for cfg. It does not contact the server.
 func NewCluster(name string, cfg *rest.Config) (*Cluster, error) {

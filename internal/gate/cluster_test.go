@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 )
 
@@ -549,7 +550,7 @@ func TestUnreachable(t *testing.T) {
 	g := Default()
 	_, err = Run(context.Background(), g, c, Options{Once: true})
 	var ue *UnreachableError
-	if err == nil || !errors.As(err, &ue) || ue.ExitCode() != 3 {
+	if err == nil || !errors.As(err, &ue) || ue.ErrorKind() != errkind.Environment {
 		t.Fatalf("want *UnreachableError, got %v", err)
 	}
 }

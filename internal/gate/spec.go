@@ -15,6 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // APIVersion and Kind identify a gate document.
@@ -162,8 +164,8 @@ func (e *SpecError) Error() string {
 
 func (e *SpecError) Unwrap() error { return e.Err }
 
-// ExitCode makes a bad gate file a usage error.
-func (e *SpecError) ExitCode() int { return 2 }
+// ErrorKind: a bad gate file is a usage error.
+func (e *SpecError) ErrorKind() errkind.Kind { return errkind.Usage }
 
 // Parse reads one gate document, rejecting unknown fields, and validates it.
 // Warnings are things that are legal but probably not meant.

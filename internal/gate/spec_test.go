@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 func TestDefaultGateParses(t *testing.T) {
@@ -60,8 +62,8 @@ func TestParseRejects(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("error %q lacks %q", err, tc.msg)
 			}
-			if se.ExitCode() != 2 {
-				t.Errorf("exit code %d", se.ExitCode())
+			if se.ErrorKind() != errkind.Usage {
+				t.Errorf("kind %v", se.ErrorKind())
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
@@ -169,13 +170,10 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 	}
 	if !rep.Passed {
-		return &kcli.ExitError{Code: kcli.ExitNegative, Err: errSilent}
+		return kcli.Reported(errkind.Negative)
 	}
 	return nil
 }
-
-// errSilent is a verdict already reported on stdout/stderr.
-var errSilent = errors.New("")
 
 func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
 	if name == "" {

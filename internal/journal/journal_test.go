@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -144,7 +145,7 @@ func TestCorruptNeverMeansNoTransaction(t *testing.T) {
 	os.WriteFile(j.txnPath(), []byte(`{"apiVersion":`), 0o600)
 	_, err := j.Load()
 	var ce *CorruptError
-	if !errors.As(err, &ce) || ce.ExitCode() != 3 || !strings.Contains(err.Error(), "transaction.json is unreadable") {
+	if !errors.As(err, &ce) || ce.ErrorKind() != errkind.Environment || !strings.Contains(err.Error(), "transaction.json is unreadable") {
 		t.Fatalf("%v", err)
 	}
 	if _, err := j.Begin(BeginOptions{Strategy: InPlace, Target: "x"}); !errors.As(err, &ce) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Step is one phase's record: when it started and ended, how often it was
@@ -56,7 +58,7 @@ func (t *Transaction) Step(p Phase) *Step {
 	return nil
 }
 
-// ConflictError is a refused operation (exit 4): a second begin, an illegal
+// ConflictError is a refused operation (a conflict): a second begin, an illegal
 // transition, an unsafe abort.
 type ConflictError struct {
 	Msg string
@@ -64,8 +66,8 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string { return e.Msg }
 
-// ExitCode makes a conflict exit 4.
-func (e *ConflictError) ExitCode() int { return 4 }
+// ErrorKind: a refused operation is a conflict.
+func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
 // CorruptError says a journal file cannot be read. It is never reported as
 // "no transaction".
@@ -78,8 +80,8 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
 }
 
-// ExitCode makes a corrupt journal an environment error.
-func (e *CorruptError) ExitCode() int { return 3 }
+// ErrorKind: a corrupt journal is state that does not allow the step.
+func (e *CorruptError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // ParseTransaction parses and validates transaction.json.
 func ParseTransaction(b []byte) (*Transaction, error) {

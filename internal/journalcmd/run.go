@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -54,7 +55,9 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
 	}
 	var code int
+	ran := false
 	err = journal.RunStep(unlockedPhase{streams, cmd, p}, func() error {
+		ran = true
 		var runErr error
 		code, runErr = runner.Exec{}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
 		switch {
@@ -65,13 +68,12 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		}
 		return nil
 	})
-	if err == nil {
-		return nil
+	if err == nil || !ran {
+		// Not started (a conflict, the lock): that error is the answer.
+		return err
 	}
-	if code <= 0 {
-		code = kcli.ExitEnvironment
-	}
-	return &kcli.ExitError{Code: code, Err: fmt.Errorf("%s failed: %w", p, err)}
+	// The step's command failed: a plugin's code keeps its row of the table.
+	return errkind.Wrap(kcli.KindOfExit(code), fmt.Errorf("%s failed: %w", p, err))
 }
 
 // unlockedPhase records phase p with the state lock held only while it

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Runner runs one external command and returns its standard output.
@@ -99,10 +101,10 @@ func (e *RunError) Error() string {
 
 func (e *RunError) Unwrap() error { return e.Err }
 
-// ExitCode makes a failed external command an environment failure (3),
+// ErrorKind makes a failed external command an environment failure,
 // whatever the command's own exit status; without it the wrapped
 // *exec.ExitError's status would leak through as ours.
-func (e *RunError) ExitCode() int { return 3 }
+func (e *RunError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // NotFound reports whether err is a command that does not exist on PATH.
 func NotFound(err error) bool {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Config is <state>/config.yaml: how slots are built. A flag beats an
@@ -106,8 +108,8 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// ExitCode: configuration mistakes are usage errors.
-func (e *ConfigError) ExitCode() int { return 2 }
+// ErrorKind: configuration mistakes are usage errors.
+func (e *ConfigError) ErrorKind() errkind.Kind { return errkind.Usage }
 
 // LoadConfig merges the defaults, the file, the environment (getenv) and
 // the flags (settings by name, as in EnvVars; empty values are unset).

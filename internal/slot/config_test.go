@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // TestKindConfigGolden: the management cluster matches
@@ -108,7 +110,7 @@ func TestConfigPrecedence(t *testing.T) {
 			return ""
 		}, nil)
 		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.ExitCode() != 2 || !strings.Contains(err.Error(), tc.want) {
+		if !errors.As(err, &ce) || ce.ErrorKind() != errkind.Usage || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q %q: %v, want %q", tc.file, tc.env, err, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/units"
 )
 
@@ -54,8 +55,8 @@ func (e *PreflightError) Error() string {
 	return fmt.Sprintf("preflight for slot %s failed: %s", e.Report.Slot, strings.Join(msgs, "; "))
 }
 
-// ExitCode: a failed preflight is a negative verdict.
-func (e *PreflightError) ExitCode() int { return 1 }
+// ErrorKind: a failed preflight is a negative verdict.
+func (e *PreflightError) ErrorKind() errkind.Kind { return errkind.Negative }
 
 type dockerInfo struct {
 	MemTotal      int64  `json:"MemTotal"`

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -78,8 +79,8 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("slot %q does not exist (kubectl bundle-slot list shows the slots; create it with kubectl bundle-slot create %s)", e.Name, e.Name)
 }
 
-// ExitCode: naming a slot that does not exist is a usage error.
-func (e *NotFoundError) ExitCode() int { return 2 }
+// ErrorKind: naming a slot that does not exist is a usage error.
+func (e *NotFoundError) ErrorKind() errkind.Kind { return errkind.Usage }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
@@ -97,7 +98,7 @@ func path(d *state.Dir, name string) string { return d.Join("slots", name+".json
 // Load reads a slot's record.
 func Load(d *state.Dir, name string) (*Record, error) {
 	if err := ValidName(name); err != nil {
-		return nil, &usageError{err}
+		return nil, errkind.Wrap(errkind.Usage, err)
 	}
 	data, err := os.ReadFile(path(d, name))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -150,8 +151,3 @@ func List(d *state.Dir) ([]string, error) {
 	}
 	return out, nil
 }
-
-type usageError struct{ error }
-
-func (e *usageError) ExitCode() int { return 2 }
-func (e *usageError) Unwrap() error { return e.error }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -125,8 +126,8 @@ type ConflictError struct{ Msg string }
 
 func (e *ConflictError) Error() string { return e.Msg }
 
-// ExitCode: a conflict.
-func (e *ConflictError) ExitCode() int { return 4 }
+// ErrorKind: a conflict.
+func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
 // Create builds slotName: preflight, then the provider's steps, each
 // recorded. Created with the same inputs already: ErrAlreadyCreated. Left
@@ -362,14 +363,14 @@ func ResolvePackage(d *state.Dir, arg string, insecure bool) (*Staged, error) {
 	if !isDigest {
 		sum, err := fileSHA256(arg)
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("reading package %s: %w", arg, err)}
+			return nil, errkind.Wrap(errkind.Usage, fmt.Errorf("reading package %s: %w", arg, err))
 		}
 		digest = sum
 	}
 	dir := d.Join("packages", digest)
 	if _, err := os.Stat(dir); err != nil {
 		if isDigest {
-			return nil, &usageError{fmt.Errorf("package %s is not staged (kubectl bundle-verify --stage PACKAGE verifies and stages it)", digest)}
+			return nil, errkind.Wrap(errkind.Usage, fmt.Errorf("package %s is not staged (kubectl bundle-verify --stage PACKAGE verifies and stages it)", digest))
 		}
 		if !insecure {
 			return nil, &NotVerifiedError{Path: arg}
@@ -422,8 +423,8 @@ func (e *NotVerifiedError) Error() string {
 	return fmt.Sprintf("package %s has not been verified and staged: run kubectl bundle-verify --stage %s first (or pass --insecure to deploy it unverified)", e.Path, e.Path)
 }
 
-// ExitCode: refusing an unverified package is a negative verdict.
-func (e *NotVerifiedError) ExitCode() int { return 1 }
+// ErrorKind: refusing an unverified package is a negative verdict.
+func (e *NotVerifiedError) ErrorKind() errkind.Kind { return errkind.Negative }
 
 func fileSHA256(p string) (string, error) {
 	f, err := os.Open(p)

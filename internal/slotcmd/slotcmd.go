@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -231,7 +232,7 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 		printFindings(s.streams.Out, rep)
 	}
 	if rep.Blocked {
-		return &kcli.ExitError{Code: kcli.ExitNegative, Err: errors.New("")}
+		return kcli.Reported(errkind.Negative)
 	}
 	return nil
 }

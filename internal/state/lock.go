@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Holder describes the process that holds the state lock.
@@ -31,8 +33,8 @@ func (e *LockedError) Error() string {
 		e.Holder.PID, e.Holder.Command, e.Holder.Since.Format(time.RFC3339))
 }
 
-// ExitCode makes a lock conflict exit 4.
-func (e *LockedError) ExitCode() int { return 4 }
+// ErrorKind: another process holding the lock is a conflict.
+func (e *LockedError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
 // Lock is a held flock on the state dir's lock file. A process that dies
 // releases it with its file descriptors: there is never a stale lock to clean up.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 func TestResolve(t *testing.T) {
@@ -89,7 +91,7 @@ func TestLock(t *testing.T) {
 	// same process conflicts like another process would.
 	_, err = d.Lock()
 	var le *LockedError
-	if !errors.As(err, &le) || le.Holder == nil || le.Holder.PID != os.Getpid() || le.ExitCode() != 4 {
+	if !errors.As(err, &le) || le.Holder == nil || le.Holder.PID != os.Getpid() || le.ErrorKind() != errkind.Conflict {
 		t.Fatalf("second lock: %v", err)
 	}
 	l.Unlock()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -113,16 +114,16 @@ type ConflictError struct{ Msg string }
 
 func (e *ConflictError) Error() string { return e.Msg }
 
-// ExitCode: a conflict.
-func (e *ConflictError) ExitCode() int { return 4 }
+// ErrorKind: a conflict.
+func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
 // GateError is a target slot without a recent passing gate.
 type GateError struct{ Msg string }
 
 func (e *GateError) Error() string { return e.Msg }
 
-// ExitCode: a negative verdict.
-func (e *GateError) ExitCode() int { return 1 }
+// ErrorKind: a negative verdict.
+func (e *GateError) ErrorKind() errkind.Kind { return errkind.Negative }
 
 func (s *Switcher) checkGate(rec *slot.Record) error {
 	g := rec.Gate

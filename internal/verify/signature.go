@@ -19,6 +19,8 @@ import (
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // MaxSignatureSize caps zarf.bundle.sig and zarf.yaml.sig.
@@ -50,14 +52,14 @@ func (o SignatureOptions) Keyless() bool {
 	return o.CertIdentity != "" || o.CertIdentityRegexp != "" || o.CertOIDCIssuer != "" || o.CertOIDCIssuerRegexp != ""
 }
 
-// UsageError is an invocation problem (exit 2), found before reading the package.
+// UsageError is an invocation problem, found before reading the package.
 type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
-// ExitCode makes a usage error exit 2.
-func (e *UsageError) ExitCode() int { return 2 }
+// ErrorKind: an invocation problem is a usage error.
+func (e *UsageError) ErrorKind() errkind.Kind { return errkind.Usage }
 
 func usagef(format string, args ...any) error { return &UsageError{Err: fmt.Errorf(format, args...)} }
 

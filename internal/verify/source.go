@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // SplitMetadata is the JSON zarf writes into a split package's .part000.
@@ -19,15 +21,15 @@ type SplitMetadata struct {
 // MaxSplitParts is zarf's own limit on parts.
 const MaxSplitParts = 999
 
-// IOError marks a failure to read the input (exit 3), as opposed to an input
-// that reads fine and is bad (exit 1).
+// IOError marks a failure to read the input (an environment failure), as
+// opposed to an input that reads fine and is bad (a negative verdict).
 type IOError struct{ Err error }
 
 func (e *IOError) Error() string { return e.Err.Error() }
 func (e *IOError) Unwrap() error { return e.Err }
 
-// ExitCode makes an I/O error exit 3.
-func (e *IOError) ExitCode() int { return 3 }
+// ErrorKind: failing to read the input is an environment failure.
+func (e *IOError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // source is the archive's bytes, as one stream, however they are stored.
 type source struct {
