@@ -22,7 +22,8 @@ import (
 type Config struct {
 	APIVersion string `yaml:"apiVersion,omitempty" json:"apiVersion"`
 	Kind       string `yaml:"kind,omitempty" json:"kind"`
-	// Provider is kind (default) or existing.
+	// Provider names a registered provider (provider_*.go): kind (the
+	// default) or existing.
 	Provider string `yaml:"provider,omitempty" json:"provider"`
 	// Slots lists the slot names in order; a slot's index (its port
 	// offset) is its position here.
@@ -53,6 +54,10 @@ type Config struct {
 	SoakWindow string `yaml:"soakWindow,omitempty" json:"soakWindow"`
 	// Existing maps a slot to the kube context the existing provider uses.
 	Existing map[string]ExistingSlot `yaml:"existing,omitempty" json:"existing,omitempty"`
+
+	// provider is the registered provider Provider names, resolved once by
+	// validate.
+	provider Provider
 }
 
 // ExistingSlot is a cluster the operator already has.
@@ -67,7 +72,7 @@ type ExistingSlot struct {
 func Defaults() Config {
 	return Config{
 		APIVersion: RecordAPIVersion, Kind: "Config",
-		Provider:         "kind",
+		Provider:         ProviderKind,
 		Slots:            []string{"a", "b"},
 		ClusterPrefix:    "airgap-mgmt",
 		RegistryName:     "krops-registry-airgap",
@@ -222,9 +227,11 @@ func set(c *Config, key, v string) error {
 
 func (c *Config) validate() error {
 	bad := func(format string, args ...any) error { return &ConfigError{fmt.Errorf(format, args...)} }
-	if c.Provider != "kind" && c.Provider != "existing" {
-		return bad("provider %q: use kind or existing", c.Provider)
+	p, err := ProviderNamed(c.Provider)
+	if err != nil {
+		return &ConfigError{err}
 	}
+	c.provider = p
 	if c.RegistryPortBase < 1024 || c.RegistryPortBase+len(c.Slots) > 65535 {
 		return bad("registryPortBase %d: use a port from 1024 so that every slot's port (base + index) is below 65536", c.RegistryPortBase)
 	}
@@ -236,8 +243,8 @@ func (c *Config) validate() error {
 			return bad("slots: %v", err)
 		}
 	}
-	if c.Provider == "kind" && !nameRE.MatchString(c.ClusterPrefix) {
-		return bad("clusterPrefix %q: use lower-case letters, digits and '-'", c.ClusterPrefix)
+	if err := p.ValidateConfig(c); err != nil {
+		return &ConfigError{err}
 	}
 	return nil
 }

@@ -80,24 +80,6 @@ func ping(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
 	}
 }
 
-func (m *Manager) preflightExisting(ctx context.Context, rep *PreflightReport) {
-	es, ok := m.Config.Existing[rep.Slot]
-	if !ok || es.Context == "" {
-		rep.add("context", false, "no kube context configured for slot %s: pass --context (and --kubeconfig), or set existing.%s.context in config.yaml", rep.Slot, rep.Slot)
-		return
-	}
-	cfg, err := restConfig(es.Kubeconfig, es.Context)
-	if err != nil {
-		rep.add("context", false, "%v", err)
-		return
-	}
-	if err := ping(ctx, cfg, 10*time.Second); err != nil {
-		rep.add("context", false, "context %s (%s) is unreachable: %v", es.Context, cfg.Host, err)
-		return
-	}
-	rep.add("context", true, "context %s reaches %s", es.Context, cfg.Host)
-}
-
 // removeSlotKubeconfig deletes slots/<slot>.kubeconfig.
 func removeSlotKubeconfig(d *state.Dir, slotName string) error {
 	if err := os.Remove(KubeconfigPath(d, slotName)); err != nil && !os.IsNotExist(err) {

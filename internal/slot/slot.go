@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -100,18 +99,9 @@ type CreateOptions struct {
 
 // inputs is what makes two creates "the same": a slot created with other
 // inputs must be destroyed before it is created again.
-func (m *Manager) inputs(n *Names) string {
-	c := m.Config
-	parts := []string{c.Provider, n.Cluster, n.Context, n.Registry, strconv.Itoa(n.RegistryPort)}
-	if c.Provider == "kind" {
-		parts = append(parts, c.NodeImage, c.RegistryImage, c.DockerSocket, m.Kubeconfig)
-		if p, err := m.InitPackage(); err == nil {
-			parts = append(parts, p)
-		}
-	} else {
-		es := c.Existing[n.Slot]
-		parts = append(parts, es.Context, es.Kubeconfig, strconv.FormatBool(es.Init))
-	}
+func (m *Manager) inputs(p Provider, n *Names) string {
+	parts := []string{p.Name(), n.Cluster, n.Context, n.Registry, strconv.Itoa(n.RegistryPort)}
+	parts = append(parts, p.Inputs(m, n)...)
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:8])
 }
@@ -137,7 +127,11 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	if err != nil {
 		return nil, err
 	}
-	in := m.inputs(n)
+	p, err := m.provider()
+	if err != nil {
+		return nil, err
+	}
+	in := m.inputs(p, n)
 	old, err := Load(m.Dir, slotName)
 	var nf *NotFoundError
 	switch {
@@ -166,24 +160,14 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	if pre.Blocked {
 		return nil, &PreflightError{Report: pre}
 	}
-	rec := &Record{Name: slotName, Provider: m.Config.Provider, Context: n.Context, State: StateCreating,
+	rec := &Record{Name: slotName, Provider: p.Name(), Context: n.Context, State: StateCreating,
 		Created: time.Now().UTC(), Inputs: in}
-	if m.Config.Provider == "kind" {
-		rec.Cluster, rec.Registry, rec.RegistryPort, rec.Kubeconfig = n.Cluster, n.Registry, n.RegistryPort, m.Kubeconfig
-	} else {
-		es := m.Config.Existing[slotName]
-		rec.Context, rec.Kubeconfig = es.Context, absPath(es.Kubeconfig)
-	}
+	p.NewRecord(m, rec, n)
 	if err := Save(m.Dir, rec); err != nil {
 		return nil, err
 	}
 	m.record(slotName, "create", "started", nil)
-	if m.Config.Provider == "kind" {
-		err = m.createKind(ctx, rec, n)
-	} else {
-		err = m.createExisting(ctx, rec)
-	}
-	if err != nil {
+	if err := p.Create(ctx, m, rec, n); err != nil {
 		return rec, err
 	}
 	rec.State = StateReady
@@ -202,123 +186,6 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-func (m *Manager) createKind(ctx context.Context, rec *Record, n *Names) error {
-	initPkg, err := m.InitPackage()
-	if err != nil {
-		return err
-	}
-	if err := m.step(rec, "create", "load-images", func() error {
-		for _, a := range m.archives() {
-			m.logf("  docker load -i %s", filepath.Base(a))
-			if _, err := m.Run.Run(ctx, "docker", "load", "-i", a); err != nil {
-				return fmt.Errorf("%w (is the archive a docker save tarball?)", err)
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := m.step(rec, "create", "cluster", func() error {
-		return m.Kind.Create(ctx, n.Cluster, KindConfig(m.Config, n), m.Kubeconfig)
-	}); err != nil {
-		return err
-	}
-	if err := m.step(rec, "create", "registry", func() error { return m.startRegistry(ctx, n) }); err != nil {
-		return err
-	}
-	if err := m.step(rec, "create", "kubeconfig", func() error {
-		return writeSlotKubeconfig(m.Dir, rec.Name, m.Kubeconfig, n.Context)
-	}); err != nil {
-		return err
-	}
-	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
-}
-
-func (m *Manager) createExisting(ctx context.Context, rec *Record) error {
-	es := m.Config.Existing[rec.Name]
-	if err := m.step(rec, "create", "kubeconfig", func() error {
-		return writeSlotKubeconfig(m.Dir, rec.Name, es.Kubeconfig, es.Context)
-	}); err != nil {
-		return err
-	}
-	if !es.Init {
-		return nil
-	}
-	initPkg, err := m.InitPackage()
-	if err != nil {
-		return err
-	}
-	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
-}
-
-// startRegistry runs the slot's registry as stage-and-create-cluster.sh
-// does, waits for its health check, and probes /v2/ on the published port.
-func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
-	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
-	port := strconv.Itoa(n.RegistryPort)
-	if _, err := m.Run.Run(ctx, "docker", "run", "-d", "--name", n.Registry, "--network", "kind",
-		"-p", "127.0.0.1:"+port+":5000",
-		"--label", "dev.kubectl-bundle.slot="+n.Slot,
-		"--health-cmd", "wget --spider --quiet http://localhost:5000/v2/ || exit 1",
-		"--health-interval=1s", "--health-timeout=2s", "--health-retries=15",
-		m.Config.RegistryImage); err != nil {
-		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
-	}
-	status := ""
-	for range 30 {
-		out, err := m.Run.Run(ctx, "docker", "inspect", "--format", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", n.Registry)
-		if err != nil {
-			return err
-		}
-		status = strings.TrimSpace(string(out))
-		if status == "healthy" || status == "unhealthy" || status == "none" {
-			break
-		}
-		m.sleep(time.Second)
-	}
-	if status != "healthy" && status != "none" {
-		return fmt.Errorf("registry %s health status is %q (docker logs %s shows why)", n.Registry, status, n.Registry)
-	}
-	url := "http://127.0.0.1:" + port + "/v2/"
-	var err error
-	for range 15 {
-		if err = m.probe(ctx, url); err == nil {
-			return nil
-		}
-		m.sleep(time.Second)
-	}
-	return fmt.Errorf("registry %s is not reachable through %s: %w", n.Registry, url, err)
-}
-
-func (m *Manager) sleep(d time.Duration) {
-	if m.Sleep != nil {
-		m.Sleep(d)
-		return
-	}
-	time.Sleep(d)
-}
-
-func (m *Manager) probe(ctx context.Context, url string) error {
-	if m.Probe != nil {
-		return m.Probe(ctx, url)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }
 
 // zarf runs zarf against the slot's cluster only.
@@ -518,25 +385,27 @@ func (m *Manager) Destroy(ctx context.Context, slotName string, o DestroyOptions
 	}
 	rec, err := Load(m.Dir, slotName)
 	var nf *NotFoundError
+	var p Provider
 	if errors.As(err, &nf) {
-		rec = &Record{Name: slotName, Provider: m.Config.Provider, Cluster: n.Cluster, Registry: n.Registry, Kubeconfig: m.Kubeconfig}
+		// No record: clean up what the configured provider would have built.
+		if p, err = m.provider(); err != nil {
+			return err
+		}
+		rec = &Record{Name: slotName, Provider: p.Name(), Cluster: n.Cluster, Registry: n.Registry, Kubeconfig: m.Kubeconfig}
+		p.NewRecord(m, rec, n)
 	} else if err != nil {
 		return err
 	} else {
+		if p, err = recordProvider(rec); err != nil {
+			return err
+		}
 		rec.State = StateDestroying
 		if err := Save(m.Dir, rec); err != nil {
 			return err
 		}
 	}
-	if rec.Provider == "kind" {
-		if err := m.step(rec, "destroy", "cluster", func() error { return m.Kind.Delete(ctx, n.Cluster, rec.Kubeconfig) }); err != nil {
-			return err
-		}
-		if err := m.step(rec, "destroy", "containers", func() error { return m.removeContainers(ctx, n) }); err != nil {
-			return err
-		}
-	} else {
-		m.logf("slot %s: the existing cluster (context %s) is left as it is; only the slot's record is removed", slotName, rec.Context)
+	if err := p.Destroy(ctx, m, rec, n); err != nil {
+		return err
 	}
 	if err := removeSlotKubeconfig(m.Dir, slotName); err != nil {
 		return err
@@ -550,31 +419,4 @@ func (m *Manager) Destroy(ctx context.Context, slotName string, o DestroyOptions
 	}
 	m.record(slotName, "destroy", "done", nil)
 	return nil
-}
-
-// removeContainers removes the slot's registry and CAPD workload
-// containers; never a container of another slot.
-func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
-	cs, err := m.containers(ctx)
-	if err != nil {
-		return err
-	}
-	for _, c := range cs {
-		if c.Name == n.Registry || ownedWorkload(c.Name, n) {
-			m.logf("  docker rm -f %s", c.Name)
-			if _, err := m.Run.Run(ctx, "docker", "rm", "-f", c.Name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func ownedWorkload(name string, n *Names) bool {
-	for _, w := range n.Workloads {
-		if strings.HasPrefix(name, w+"-") {
-			return true
-		}
-	}
-	return false
 }

@@ -31,12 +31,6 @@ func printFindings(w io.Writer, rep *slot.PreflightReport) {
 	}
 }
 
-func summary(r *slot.Record) string {
-	if r.Provider == "existing" {
-		return fmt.Sprintf("existing cluster, context %s", r.Context)
-	}
-	return fmt.Sprintf("kind cluster %s (context %s), registry %s on 127.0.0.1:%d", r.Cluster, r.Context, r.Registry, r.RegistryPort)
-}
 
 func packageString(p *slot.PackageRef) string {
 	if p == nil {

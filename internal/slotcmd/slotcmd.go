@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -101,7 +102,7 @@ func MainWith(ctx context.Context, streams kcli.IOStreams, args []string, deps D
 
 // settings maps config keys to their flags.
 var settings = []struct{ key, usage string }{
-	{"provider", "kind or existing"},
+	{"provider", ""}, // the registered providers' names
 	{"clusterPrefix", "kind cluster name prefix (default airgap-mgmt)"},
 	{"registryName", "registry container name prefix (default krops-registry-airgap)"},
 	{"registryPortBase", "host port of slot index 0's registry (default 5002)"},
@@ -115,7 +116,11 @@ var settings = []struct{ key, usage string }{
 func configFlags() []cli.Flag {
 	var fs []cli.Flag
 	for _, s := range settings {
-		fs = append(fs, &cli.StringFlag{Name: flagName(s.key), Usage: s.usage + " [$" + slot.EnvVars[s.key] + "]"})
+		usage := s.usage
+		if s.key == "provider" {
+			usage = strings.Join(slot.ProviderNames(), " or ")
+		}
+		fs = append(fs, &cli.StringFlag{Name: flagName(s.key), Usage: usage + " [$" + slot.EnvVars[s.key] + "]"})
 	}
 	return append(fs,
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig kind writes to, and existing contexts are read from (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
@@ -265,7 +270,7 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 		_, err = fmt.Fprintf(s.streams.Out, "slot %s already created with these settings: nothing to do\n", name)
 		return err
 	}
-	_, err = fmt.Fprintf(s.streams.Out, "slot %s created: %s\n", name, summary(rec))
+	_, err = fmt.Fprintf(s.streams.Out, "slot %s created: %s\n", name, slot.Summary(rec))
 	return err
 }
 

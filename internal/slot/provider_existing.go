@@ -1,0 +1,72 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ProviderExisting uses a cluster the operator already has, reached
+// through a kube context; it never builds or removes the cluster itself.
+const ProviderExisting = "existing"
+
+type existingProvider struct{}
+
+func (existingProvider) Name() string { return ProviderExisting }
+
+func (existingProvider) ValidateConfig(*Config) error { return nil }
+
+func (existingProvider) Inputs(m *Manager, n *Names) []string {
+	es := m.Config.Existing[n.Slot]
+	return []string{es.Context, es.Kubeconfig, strconv.FormatBool(es.Init)}
+}
+
+func (existingProvider) NewRecord(m *Manager, rec *Record, n *Names) {
+	es := m.Config.Existing[n.Slot]
+	rec.Context, rec.Kubeconfig = es.Context, absPath(es.Kubeconfig)
+}
+
+func (existingProvider) Summary(r *Record) string {
+	return fmt.Sprintf("existing cluster, context %s", r.Context)
+}
+
+func (existingProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightReport, n *Names, _ int64) {
+	es, ok := m.Config.Existing[rep.Slot]
+	if !ok || es.Context == "" {
+		rep.add("context", false, "no kube context configured for slot %s: pass --context (and --kubeconfig), or set existing.%s.context in config.yaml", rep.Slot, rep.Slot)
+		return
+	}
+	cfg, err := restConfig(es.Kubeconfig, es.Context)
+	if err != nil {
+		rep.add("context", false, "%v", err)
+		return
+	}
+	if err := ping(ctx, cfg, 10*time.Second); err != nil {
+		rep.add("context", false, "context %s (%s) is unreachable: %v", es.Context, cfg.Host, err)
+		return
+	}
+	rep.add("context", true, "context %s reaches %s", es.Context, cfg.Host)
+}
+
+func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *Names) error {
+	es := m.Config.Existing[rec.Name]
+	if err := m.step(rec, "create", "kubeconfig", func() error {
+		return writeSlotKubeconfig(m.Dir, rec.Name, es.Kubeconfig, es.Context)
+	}); err != nil {
+		return err
+	}
+	if !es.Init {
+		return nil
+	}
+	initPkg, err := m.InitPackage()
+	if err != nil {
+		return err
+	}
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+}
+
+func (existingProvider) Destroy(_ context.Context, m *Manager, rec *Record, _ *Names) error {
+	m.logf("slot %s: the existing cluster (context %s) is left as it is; only the slot's record is removed", rec.Name, rec.Context)
+	return nil
+}

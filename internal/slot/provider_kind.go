@@ -1,0 +1,342 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ProviderKind builds each slot as a kind cluster on the host's Docker,
+// with its own registry container, then runs zarf init there.
+const ProviderKind = "kind"
+
+type kindProvider struct{}
+
+func (kindProvider) Name() string { return ProviderKind }
+
+func (kindProvider) ValidateConfig(c *Config) error {
+	if !nameRE.MatchString(c.ClusterPrefix) {
+		return fmt.Errorf("clusterPrefix %q: use lower-case letters, digits and '-'", c.ClusterPrefix)
+	}
+	return nil
+}
+
+func (kindProvider) Inputs(m *Manager, n *Names) []string {
+	c := m.Config
+	parts := []string{c.NodeImage, c.RegistryImage, c.DockerSocket, m.Kubeconfig}
+	if p, err := m.InitPackage(); err == nil {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+func (kindProvider) NewRecord(m *Manager, rec *Record, n *Names) {
+	rec.Cluster, rec.Registry, rec.RegistryPort, rec.Kubeconfig = n.Cluster, n.Registry, n.RegistryPort, m.Kubeconfig
+}
+
+func (kindProvider) Summary(r *Record) string {
+	return fmt.Sprintf("kind cluster %s (context %s), registry %s on 127.0.0.1:%d", r.Cluster, r.Context, r.Registry, r.RegistryPort)
+}
+
+func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Names) error {
+	initPkg, err := m.InitPackage()
+	if err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "load-images", func() error {
+		for _, a := range m.archives() {
+			m.logf("  docker load -i %s", filepath.Base(a))
+			if _, err := m.Run.Run(ctx, "docker", "load", "-i", a); err != nil {
+				return fmt.Errorf("%w (is the archive a docker save tarball?)", err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "cluster", func() error {
+		return m.Kind.Create(ctx, n.Cluster, KindConfig(m.Config, n), m.Kubeconfig)
+	}); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "registry", func() error { return m.startRegistry(ctx, n) }); err != nil {
+		return err
+	}
+	if err := m.step(rec, "create", "kubeconfig", func() error {
+		return writeSlotKubeconfig(m.Dir, rec.Name, m.Kubeconfig, n.Context)
+	}); err != nil {
+		return err
+	}
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+}
+
+func (kindProvider) Destroy(ctx context.Context, m *Manager, rec *Record, n *Names) error {
+	if err := m.step(rec, "destroy", "cluster", func() error { return m.Kind.Delete(ctx, n.Cluster, rec.Kubeconfig) }); err != nil {
+		return err
+	}
+	return m.step(rec, "destroy", "containers", func() error { return m.removeContainers(ctx, n) })
+}
+
+func (p kindProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightReport, n *Names, packageBytes int64) {
+	slotName := n.Slot
+	rec, _ := Load(m.Dir, slotName)
+	ours := rec != nil // an existing record: leftovers are this slot's own
+
+	out, err := m.Run.Run(ctx, "docker", "info", "--format", "{{json .}}")
+	var info dockerInfo
+	if err == nil {
+		err = json.Unmarshal(out, &info)
+	}
+	if err != nil {
+		rep.add("docker", false, "Docker is not reachable: %v (start Docker, or check DOCKER_HOST)", err)
+		return
+	}
+	rep.add("docker", true, "Docker %s, %d CPUs, %s memory", info.ServerVersion, info.NCPU, bytesIEC(info.MemTotal))
+
+	cs, err := m.containers(ctx)
+	if err != nil {
+		rep.add("names", false, "listing containers: %v", err)
+		return
+	}
+	var clash []string
+	for _, c := range cs {
+		if owned(c.Name, n) && !ours {
+			clash = append(clash, c.Name)
+		}
+	}
+	if len(clash) > 0 {
+		rep.add("names", false, "containers with slot %s's names already exist and no slot record claims them: %s (remove them, or run kubectl bundle-slot destroy %s)", slotName, strings.Join(clash, ", "), slotName)
+	} else {
+		rep.add("names", true, "cluster %s, registry %s and workload clusters %s are free", n.Cluster, n.Registry, strings.Join(n.Workloads, ", "))
+	}
+
+	port := strconv.Itoa(n.RegistryPort)
+	holder := ""
+	for _, c := range cs {
+		if c.Name != n.Registry && publishes(c.Ports, port) {
+			holder = c.Name
+		}
+	}
+	switch {
+	case holder != "":
+		rep.add("ports", false, "port %s is published by container %s, which is not slot %s's registry (pick another registryPortBase, or remove the container)", port, holder, slotName)
+	case !ours && !portFree(n.RegistryPort):
+		rep.add("ports", false, "port %s is in use by a process on this host (pick another registryPortBase)", port)
+	default:
+		rep.add("ports", true, "registry port 127.0.0.1:%s is free", port)
+	}
+
+	m.preflightDisk(rep, packageBytes)
+	p.preflightMemory(ctx, m, rep, slotName, info)
+	m.preflightInit(rep)
+}
+
+// preflightMemory: with another slot running, its measured usage must fit
+// again in what Docker has free; else blue/green would starve both.
+func (kindProvider) preflightMemory(ctx context.Context, m *Manager, rep *PreflightReport, slotName string, info dockerInfo) {
+	var others []*Names
+	names, _ := List(m.Dir)
+	for _, s := range names {
+		if s == slotName {
+			continue
+		}
+		if rec, err := Load(m.Dir, s); err == nil && rec.Provider == ProviderKind && rec.State == StateReady {
+			if on, err := m.Config.NamesFor(s); err == nil {
+				others = append(others, on)
+			}
+		}
+	}
+	if len(others) == 0 {
+		rep.add("memory", true, "no other slot is running")
+		return
+	}
+	out, err := m.Run.Run(ctx, "docker", "stats", "--no-stream", "--format", "{{.Name}}\t{{.MemUsage}}")
+	if err != nil {
+		rep.add("memory", false, "measuring the running slots: %v", err)
+		return
+	}
+	var total, other int64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, usage, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		used, _, _ := strings.Cut(usage, "/")
+		b, err := parseBytes(strings.TrimSpace(used))
+		if err != nil {
+			continue
+		}
+		total += b
+		for _, on := range others {
+			if owned(name, on) {
+				other += b
+			}
+		}
+	}
+	free := info.MemTotal - total
+	if other > free {
+		rep.add("memory", false, "a second slot needs about what slot %s uses (%s) and Docker has %s free of %s: blue/green does not fit here; use the recreate strategy (scripts/recreate.sh)",
+			others[0].Slot, bytesIEC(other), bytesIEC(free), bytesIEC(info.MemTotal))
+		return
+	}
+	rep.add("memory", true, "slot %s uses %s; %s free of %s fits a second one", others[0].Slot, bytesIEC(other), bytesIEC(free), bytesIEC(info.MemTotal))
+}
+
+type dockerInfo struct {
+	MemTotal      int64  `json:"MemTotal"`
+	NCPU          int    `json:"NCPU"`
+	DockerRootDir string `json:"DockerRootDir"`
+	ServerVersion string `json:"ServerVersion"`
+}
+
+type container struct {
+	Name  string
+	Ports string
+}
+
+// containers lists every container (running or not) with its ports.
+func (m *Manager) containers(ctx context.Context) ([]container, error) {
+	out, err := m.Run.Run(ctx, "docker", "ps", "-a", "--format", "{{.Names}}\t{{.Ports}}")
+	if err != nil {
+		return nil, err
+	}
+	var cs []container
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		name, ports, _ := strings.Cut(line, "\t")
+		cs = append(cs, container{Name: name, Ports: ports})
+	}
+	return cs, nil
+}
+
+// owned reports whether container name belongs to slot n.
+func owned(name string, n *Names) bool {
+	if name == n.Registry || strings.HasPrefix(name, n.Cluster+"-") {
+		return true
+	}
+	return ownedWorkload(name, n)
+}
+
+func ownedWorkload(name string, n *Names) bool {
+	for _, w := range n.Workloads {
+		if strings.HasPrefix(name, w+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+// publishes reports whether a `docker ps` Ports column publishes host port p.
+func publishes(ports, p string) bool {
+	for _, part := range strings.Split(ports, ",") {
+		part = strings.TrimSpace(part)
+		host, _, ok := strings.Cut(part, "->")
+		if ok && strings.HasSuffix(host, ":"+p) {
+			return true
+		}
+	}
+	return false
+}
+
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// removeContainers removes the slot's registry and CAPD workload
+// containers; never a container of another slot.
+func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
+	cs, err := m.containers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.Name == n.Registry || ownedWorkload(c.Name, n) {
+			m.logf("  docker rm -f %s", c.Name)
+			if _, err := m.Run.Run(ctx, "docker", "rm", "-f", c.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startRegistry runs the slot's registry as stage-and-create-cluster.sh
+// does, waits for its health check, and probes /v2/ on the published port.
+func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
+	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
+	port := strconv.Itoa(n.RegistryPort)
+	if _, err := m.Run.Run(ctx, "docker", "run", "-d", "--name", n.Registry, "--network", "kind",
+		"-p", "127.0.0.1:"+port+":5000",
+		"--label", "dev.kubectl-bundle.slot="+n.Slot,
+		"--health-cmd", "wget --spider --quiet http://localhost:5000/v2/ || exit 1",
+		"--health-interval=1s", "--health-timeout=2s", "--health-retries=15",
+		m.Config.RegistryImage); err != nil {
+		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
+	}
+	status := ""
+	for range 30 {
+		out, err := m.Run.Run(ctx, "docker", "inspect", "--format", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", n.Registry)
+		if err != nil {
+			return err
+		}
+		status = strings.TrimSpace(string(out))
+		if status == "healthy" || status == "unhealthy" || status == "none" {
+			break
+		}
+		m.sleep(time.Second)
+	}
+	if status != "healthy" && status != "none" {
+		return fmt.Errorf("registry %s health status is %q (docker logs %s shows why)", n.Registry, status, n.Registry)
+	}
+	url := "http://127.0.0.1:" + port + "/v2/"
+	var err error
+	for range 15 {
+		if err = m.probe(ctx, url); err == nil {
+			return nil
+		}
+		m.sleep(time.Second)
+	}
+	return fmt.Errorf("registry %s is not reachable through %s: %w", n.Registry, url, err)
+}
+
+func (m *Manager) sleep(d time.Duration) {
+	if m.Sleep != nil {
+		m.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+func (m *Manager) probe(ctx context.Context, url string) error {
+	if m.Probe != nil {
+		return m.Probe(ctx, url)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
