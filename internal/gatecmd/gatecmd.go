@@ -46,7 +46,9 @@ passes, or at --timeout with every failing check's last observed state.
 
 Exit codes: 0 every check passed, 1 a check failed or the gate timed out,
 2 usage (a bad gate file names the field), 3 the cluster is unreachable,
-4 the state dir is locked (--record).`
+4 the state dir is locked, or the slot changed under the gate (--record:
+another command deployed into it, rebuilt or destroyed it while the gate ran;
+nothing is recorded).`
 
 // Command builds kubectl-bundle-gate.
 func Command(streams kcli.IOStreams) *cli.Command {
@@ -153,7 +155,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	if cmd.Bool("record") {
-		if err := record(dir, slotName, rep); err != nil {
+		if err := record(dir, slotName, rec.Package, rep); err != nil {
 			return err
 		}
 	}
@@ -200,7 +202,10 @@ func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
 
 // record stores the result in the slot's record, under the state lock, so
 // that the switch can require a recent pass for the package deployed now.
-func record(dir *state.Dir, name string, rep *gate.Report) error {
+// The pass belongs to started, the package deployed when the gate started:
+// when another command deployed, rebuilt or destroyed the slot meanwhile,
+// the result says nothing about what is there now and is not recorded.
+func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Report) error {
 	ss, err := session.Open(session.Options{StateDir: dir.Path, Mutate: true})
 	if err != nil {
 		return err
@@ -209,6 +214,10 @@ func record(dir *state.Dir, name string, rep *gate.Report) error {
 	rec, err := slot.Load(ss.Dir, name)
 	if err != nil {
 		return err
+	}
+	if !samePackage(started, rec.Package) {
+		return errkind.New(errkind.Conflict, "slot %s changed under the gate: %s was deployed when the gate started, %s is deployed now; the result is not recorded: run the gate again (kubectl bundle-gate --slot %s --record, with the same gate file)",
+			name, describePackage(started), describePackage(rec.Package), name)
 	}
 	res := &slot.GateResult{Gate: rep.Gate, Passed: rep.Passed, TimedOut: rep.TimedOut, Time: rep.Finished.UTC()}
 	for _, f := range rep.Failed() {
@@ -219,6 +228,26 @@ func record(dir *state.Dir, name string, rep *gate.Report) error {
 	}
 	rec.Gate = res
 	return slot.Save(ss.Dir, rec)
+}
+
+// samePackage reports whether a and b are one deployment: the same package,
+// deployed at the same time (a redeploy of the same package is a change).
+func samePackage(a, b *slot.PackageRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Digest == b.Digest && a.Deployed.Equal(b.Deployed)
+}
+
+func describePackage(p *slot.PackageRef) string {
+	if p == nil {
+		return "no package"
+	}
+	d := p.Digest
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return fmt.Sprintf("package %s (deployed %s)", d, p.Deployed.UTC().Format(time.RFC3339))
 }
 
 func progressLine(w io.Writer, rs []gate.Result) {
