@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -176,6 +177,7 @@ func TestScripts(t *testing.T) {
 			"flipbyte":  cmdFlipbyte,
 			"apiserver": cmdAPIServer,
 			"sitesim":   cmdSitesim,
+			"scrub":     cmdScrub,
 		},
 	})
 }
@@ -262,6 +264,26 @@ func cmdTreehash(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	sort.Strings(lines)
 	fmt.Fprintln(ts.Stdout(), strings.Join(lines, "\n"))
+}
+
+// scrub REGEXP REPLACEMENT [REGEXP REPLACEMENT...]: the last command's
+// stdout with what changes from run to run (times, digests of random data,
+// free space) replaced, as this command's stdout, so that `cmp stdout
+// golden` can follow and UPDATE=1 rewrite the golden file.
+func cmdScrub(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 || len(args)%2 != 0 {
+		ts.Fatalf("usage: scrub REGEXP REPLACEMENT [REGEXP REPLACEMENT...]")
+	}
+	out := ts.ReadFile("stdout")
+	for i := 0; i < len(args); i += 2 {
+		re, err := regexp.Compile("(?m)" + args[i])
+		ts.Check(err)
+		if !re.MatchString(out) {
+			ts.Fatalf("scrub: %s matches nothing in stdout", args[i])
+		}
+		out = re.ReplaceAllString(out, args[i+1])
+	}
+	fmt.Fprint(ts.Stdout(), out)
 }
 
 // randfile FILE N: write N incompressible bytes to FILE.
