@@ -130,3 +130,23 @@ func TestComplete(t *testing.T) {
 		t.Error("IsCompletion")
 	}
 }
+
+// TestExitCodesHelp: every row of the table, in order, with the binary's
+// examples under the row of their kind.
+func TestExitCodesHelp(t *testing.T) {
+	got := ExitCodesHelp("verified", map[errkind.Kind]string{errkind.Usage: "a --key that is not a PEM public key"})
+	want := []string{
+		"  0  done (for a check: it passed)\n     here: verified\n  1  the thing checked",
+		"  2  what you typed is wrong: ",
+		"not what the flag wants\n     here: a --key that is not a PEM public key\n  3  the machine",
+		"  4  conflict: ",
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("help lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Count(got, "here:") != 2 {
+		t.Errorf("examples not where given:\n%s", got)
+	}
+}

@@ -42,13 +42,15 @@ nodes, Flux and podinfo) plus the zarf check. --print-default prints it to
 copy and edit.
 
 The gate waits on watches, not sleeps: it returns as soon as the last check
-passes, or at --timeout with every failing check's last observed state.
+passes, or at --timeout with every failing check's last observed state.`
 
-Exit codes: 0 every check passed, 1 a check failed or the gate timed out,
-2 usage (a bad gate file names the field), 3 the cluster is unreachable,
-4 the state dir is locked, or the slot changed under the gate (--record:
-another command deployed into it, rebuilt or destroyed it while the gate ran;
-nothing is recorded).`
+// exitCodes is this binary's part of the suite's exit-code table.
+var exitCodes = kcli.ExitCodesHelp("every check passed", map[errkind.Kind]string{
+	errkind.Negative:    "a check failed or the gate timed out",
+	errkind.Usage:       "a bad gate file (the message names the field), a --kubeconfig or --context that does not exist",
+	errkind.Environment: "the cluster is unreachable",
+	errkind.Conflict:    "the state dir is locked, or the slot changed under the gate (--record: another command deployed into it, rebuilt or destroyed it while the gate ran; nothing is recorded)",
+})
 
 // Command builds kubectl-bundle-gate.
 func Command(streams kcli.IOStreams) *cli.Command {
@@ -66,7 +68,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Name:            "kubectl-bundle-gate",
 		Usage:           "health gates against a slot or any kube context; declarative checks; watch-based",
 		UsageText:       "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
-		Description:     description,
+		Description:     description + "\n\n" + exitCodes,
 		Version:         kcli.ToolVersion(),
 		Reader:          streams.In,
 		Writer:          streams.Out,
@@ -125,7 +127,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	target, err := kubeflags.Resolve(ctx, cmd, kubeconfig, kubeContext)
 	if err != nil {
-		return kcli.Environment(err)
+		return err
 	}
 	cluster, err := gate.NewCluster("", target.Config)
 	if err != nil {

@@ -36,18 +36,21 @@ Phases per strategy:
   blue-green  BEGUN VERIFIED PROVISIONING PROVISIONED HEALTHY SWITCHED SOAKING ACCEPTED RETIRED
               failure before SWITCHED: DESTROYING ROLLED_BACK; revert while soaking: SWITCHED_BACK DESTROYING ROLLED_BACK
   in-place    BEGUN VERIFIED DEPLOYING HEALTHY COMMITTED; failure: RESTORING RESTORED
-  recreate    BEGUN VERIFIED TEARDOWN BUILDING HEALTHY COMMITTED; failure: BUILDING_FALLBACK RESTORED
+  recreate    BEGUN VERIFIED TEARDOWN BUILDING HEALTHY COMMITTED; failure: BUILDING_FALLBACK RESTORED`
 
-Exit codes: 0 ok, 2 usage, 3 state dir unreadable or I/O, 4 conflict (another
-command holds the lock, a transaction is already open, an illegal transition
-or an unsafe abort; the message names the legal next steps).`
+// exitCodes is this binary's part of the suite's exit-code table.
+var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
+	errkind.Usage:       "an unknown phase or strategy, a --package that is neither a digest nor a file",
+	errkind.Environment: "the state dir or the journal is unreadable or damaged; run: a step's command failed",
+	errkind.Conflict:    "locked, a transaction already open, no transaction open, an illegal transition or an unsafe abort (the message names the legal next steps); run: the step's command exited 4",
+})
 
 // Command builds kubectl-bundle-journal.
 func Command(streams kcli.IOStreams) *cli.Command {
 	return &cli.Command{
 		Name:            "kubectl-bundle-journal",
 		Usage:           "the crash-safe transaction record: begin / status / log / step / abort / end",
-		Description:     description,
+		Description:     description + "\n\n" + exitCodes,
 		Version:         kcli.ToolVersion(),
 		Reader:          streams.In,
 		Writer:          streams.Out,

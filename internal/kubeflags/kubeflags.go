@@ -5,11 +5,17 @@ package kubeflags
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/urfave/cli/v3"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // Flags returns --kubeconfig, --context and -n/--namespace.
@@ -48,11 +54,17 @@ func Resolve(_ context.Context, cmd *cli.Command, kubeconfig, kubeContext string
 	loader := cf.ToRawKubeConfigLoader()
 	cfg, err := loader.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w (check --kubeconfig, --context and $KUBECONFIG)", err)
+		err = fmt.Errorf("loading the kubeconfig: %w (check --kubeconfig, --context and $KUBECONFIG)", err)
+		// A slot's record naming what is gone is damaged state; the
+		// operator naming it is a usage error.
+		if kubeconfig == "" && kubeContext == "" && namesNothing(loader, kc, ctxName) {
+			return nil, errkind.Wrap(errkind.Usage, err)
+		}
+		return nil, errkind.Wrap(errkind.Environment, err)
 	}
 	namespace, _, err := loader.Namespace()
 	if err != nil {
-		return nil, fmt.Errorf("resolving the namespace: %w", err)
+		return nil, errkind.Wrap(errkind.Environment, fmt.Errorf("resolving the namespace: %w", err))
 	}
 	if ctxName == "" {
 		raw, err := loader.RawConfig()
@@ -61,4 +73,23 @@ func Resolve(_ context.Context, cmd *cli.Command, kubeconfig, kubeContext string
 		}
 	}
 	return &Target{Config: cfg, Namespace: namespace, Context: ctxName}, nil
+}
+
+// namesNothing reports whether the kubeconfig file or the context named is
+// not there.
+func namesNothing(loader clientcmd.ClientConfig, kubeconfig, kubeContext string) bool {
+	if kubeconfig != "" {
+		if _, err := os.Stat(kubeconfig); errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	if kubeContext == "" {
+		return false
+	}
+	raw, err := loader.RawConfig()
+	if err != nil {
+		return false
+	}
+	_, ok := raw.Contexts[kubeContext]
+	return !ok
 }

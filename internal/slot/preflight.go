@@ -53,8 +53,9 @@ func (e *PreflightError) Error() string {
 	return fmt.Sprintf("preflight for slot %s failed: %s", e.Report.Slot, strings.Join(msgs, "; "))
 }
 
-// ErrorKind: a failed preflight is a negative verdict.
-func (e *PreflightError) ErrorKind() errkind.Kind { return errkind.Negative }
+// ErrorKind: a blocking finding (Docker down, a port or name taken, not
+// enough memory or disk) is the machine not allowing the step.
+func (e *PreflightError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // Preflight checks, before any change, that slot can be built here. It
 // reports every finding; Blocked when any of them blocks.

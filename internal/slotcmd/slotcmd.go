@@ -33,11 +33,15 @@ with the Docker socket mounted, then zarf init --registry-mode=nodeport) and
 existing (a kube context you already have; --context).
 
 Settings come from flags, then KUBECTL_BUNDLE_* variables, then
-<state-dir>/config.yaml (kind: Config), then the krops defaults.
+<state-dir>/config.yaml (kind: Config), then the krops defaults.`
 
-Exit codes: 0 ok, 1 preflight found a blocker or the package is unverified,
-2 usage, 3 docker/zarf/cluster failed, 4 locked, or the slot exists with
-other settings, or it is the active slot (destroy without --force).`
+// exitCodes is this binary's part of the suite's exit-code table.
+var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
+	errkind.Negative:    "deploy of a package verify has not accepted (without --insecure)",
+	errkind.Usage:       "an unknown slot, a bad setting, a package path that does not exist",
+	errkind.Environment: "preflight found a blocker (Docker down, a port or name taken, too little memory or disk); docker, kind or zarf failed",
+	errkind.Conflict:    "locked; the slot exists with other settings; the active slot (destroy without --force)",
+})
 
 // Deps are the parts tests replace: the kind provider and the registry probe.
 type Deps struct {
@@ -62,7 +66,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 	return &cli.Command{
 		Name:            "kubectl-bundle-slot",
 		Usage:           "create / deploy / destroy / list side-by-side environments (slots) without collisions",
-		Description:     description,
+		Description:     description + "\n\n" + exitCodes,
 		Version:         kcli.ToolVersion(),
 		Reader:          streams.In,
 		Writer:          streams.Out,
@@ -237,7 +241,8 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 		printFindings(s.streams.Out, rep)
 	}
 	if rep.Blocked {
-		return kcli.Reported(errkind.Negative)
+		// The machine is what preflight checks: the same kind as create's refusal.
+		return kcli.Reported(errkind.Environment)
 	}
 	return nil
 }

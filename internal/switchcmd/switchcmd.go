@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -32,11 +33,15 @@ A switch needs the target slot's last recorded gate to have passed within
 Interrupted at any instant, status shows where it stopped and re-running the
 same command completes it. Inside an open blue-green transaction, to records
 SWITCHED and starts SOAKING, back records SWITCHED_BACK, accept records
-ACCEPTED.
+ACCEPTED.`
 
-Exit codes: 0 ok, 1 no recent passing gate, 2 usage (unknown slot), 3 I/O,
-docker or kubeconfig failure, 4 locked, another transaction step running,
-or nothing to go back to.`
+// exitCodes is this binary's part of the suite's exit-code table.
+var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
+	errkind.Negative:    "no recent passing gate for the target slot; still soaking (accept --if-soaked)",
+	errkind.Usage:       "an unknown slot",
+	errkind.Environment: "I/O, docker or kubeconfig failure",
+	errkind.Conflict:    "locked, another transaction step running, or nothing to go back to",
+})
 
 // Command builds kubectl-bundle-switch.
 func Command(streams kcli.IOStreams) *cli.Command {
@@ -60,7 +65,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 	return &cli.Command{
 		Name:            "kubectl-bundle-switch",
 		Usage:           "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
-		Description:     description,
+		Description:     description + "\n\n" + exitCodes,
 		Version:         kcli.ToolVersion(),
 		Reader:          streams.In,
 		Writer:          streams.Out,

@@ -7,10 +7,13 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
@@ -63,6 +66,17 @@ func (e *UsageError) ErrorKind() errkind.Kind { return errkind.Usage }
 
 func usagef(format string, args ...any) error { return &UsageError{Err: fmt.Errorf(format, args...)} }
 
+// namedFileError classifies a failure to read a file the operator named
+// (doing says what was being done, e.g. "reading --key"): one that is
+// missing or not a file is a usage error, any other read error an I/O error.
+func namedFileError(doing string, err error) error {
+	err = fmt.Errorf("%s: %w", doing, err)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) {
+		return &UsageError{Err: err}
+	}
+	return &IOError{Err: err}
+}
+
 // signatureVerifier holds loaded verification material, ready before the pass starts.
 type signatureVerifier struct {
 	opts        SignatureOptions
@@ -90,7 +104,7 @@ func newSignatureVerifier(o SignatureOptions) (*signatureVerifier, error) {
 	case o.KeyPath != "":
 		b, err := os.ReadFile(o.KeyPath)
 		if err != nil {
-			return nil, fmt.Errorf("reading --key: %w", err)
+			return nil, namedFileError("reading --key", err)
 		}
 		pub, err := cryptoutils.UnmarshalPEMToPublicKey(b)
 		if err != nil {

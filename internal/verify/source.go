@@ -88,7 +88,7 @@ func ParseSplitMetadata(b []byte) (*SplitMetadata, error) {
 func openSource(path string) (s *source, splitErr error, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, &IOError{Err: fmt.Errorf("opening package: %w", err)}
+		return nil, nil, namedFileError("opening package", err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -97,7 +97,7 @@ func openSource(path string) (s *source, splitErr error, err error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, &IOError{Err: fmt.Errorf("package %s is not a regular file", path)}
+		return nil, nil, usagef("package %s is not a regular file", path)
 	}
 	base := path[strings.LastIndex(path, "/")+1:]
 	if !strings.HasSuffix(path, ".part000") {

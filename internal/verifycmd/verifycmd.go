@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
@@ -34,14 +35,19 @@ Checks, in the order of the chain of trust (each is named in the report):
   signature           zarf.bundle.sig (Sigstore bundle; --key or keyless) or legacy zarf.yaml.sig (--key)
   sbom                sboms.tar holds Syft JSON documents, one per image and file component
 
-Exit codes: 0 verified, 1 verification failed, 2 usage (including no verification
-material), 3 I/O or environment, 4 state dir locked by another command.
-
 Examples:
   kubectl bundle verify zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub
   kubectl bundle verify pkg.tar.zst.part000 --key cosign.pub --stage -o json
   kubectl bundle verify pkg.tar.zst --trusted-root trusted_root.json \
       --certificate-identity ci@example.com --certificate-oidc-issuer https://issuer.example.com`
+
+// exitCodes is this binary's part of the suite's exit-code table.
+var exitCodes = kcli.ExitCodesHelp("verified", map[errkind.Kind]string{
+	errkind.Negative:    "verification failed (the report names the check)",
+	errkind.Usage:       "no verification material, a --key that is not a PEM public key, a package or --key that does not exist",
+	errkind.Environment: "the package cannot be read, the state dir cannot be written (--stage)",
+	errkind.Conflict:    "the state dir is locked by another command (--stage)",
+})
 
 // Command builds the kubectl-bundle-verify command.
 func Command(streams kcli.IOStreams) *cli.Command {
@@ -49,7 +55,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Name:        "kubectl-bundle-verify",
 		Usage:       "verify a Zarf package offline (container, checksums, signature, SBOMs) and optionally stage it",
 		ArgsUsage:   "PACKAGE",
-		Description: description,
+		Description: description + "\n\n" + exitCodes,
 		Version:     kcli.ToolVersion(),
 		Reader:      streams.In,
 		Writer:      streams.Out,
