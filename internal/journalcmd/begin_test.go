@@ -96,7 +96,7 @@ func TestBeginRefusesBadSlotsAndFallback(t *testing.T) {
 		{[]string{"--strategy", "blue-green", "--active", "a"}, "give both"},
 		{[]string{"--strategy", "in-place", "--active", "a", "--candidate", "b"}, "--candidate is for blue-green: in-place updates the --active slot itself"},
 		{[]string{"--strategy", "in-place", "--fallback", "2222222222222222222222222222222222222222222222222222222222222222"}, "--fallback: package 2222222222222222222222222222222222222222222222222222222222222222 is not staged"},
-		{[]string{"--strategy", "recreate", "--fallback", "not-a-digest"}, "--fallback: reading package not-a-digest"},
+		{[]string{"--strategy", "recreate", "--fallback", "not-a-digest"}, "--fallback: package \"not-a-digest\" is neither a sha256 digest nor a readable file"},
 		{[]string{"--strategy", "recreate", "--fallback", "begin_test.go"}, "--fallback: package begin_test.go ("},
 	} {
 		code, _, stderr := run(t, dir, append([]string{"begin", "--package", target}, tc.args...)...)

@@ -4,13 +4,9 @@ package journalcmd
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,7 +20,6 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
 
 const description = `The crash-safe record of the one update transaction a site may have open.
@@ -153,11 +148,11 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	pkg := cmd.String("package")
-	digest, path, err := resolvePackage(pkg)
+	ref, err := stage.Identify(cmd.String("package"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--package: %w", err)
 	}
+	digest, path := ref.Digest, ref.File
 	s, err := openSession(streams, cmd, true)
 	if err != nil {
 		return err
@@ -247,46 +242,11 @@ func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (stri
 // stagedDigest resolves a package digest or path as slot deploy does, and
 // requires it to be staged in the state dir.
 func stagedDigest(d *state.Dir, arg string) (string, error) {
-	p, err := slot.ResolvePackage(d, arg, true)
+	p, err := stage.Resolve(d, arg)
 	if err != nil {
 		return "", err
 	}
-	if rel, err := filepath.Rel(d.Join(stage.PackagesDir), p.Path); err != nil || !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("package %s (%s) is not staged: kubectl bundle-verify --stage %s verifies and stages it", arg, p.Digest, arg)
-	}
 	return p.Digest, nil
-}
-
-// resolvePackage turns --package into a digest: a sha256 as given, or the
-// sha256 of a file (a split package's .part000 names its own).
-func resolvePackage(arg string) (digest, path string, err error) {
-	d := strings.TrimPrefix(arg, "sha256:")
-	if len(d) == 64 && strings.Trim(d, "0123456789abcdef") == "" {
-		if _, statErr := os.Stat(arg); statErr != nil {
-			return d, "", nil
-		}
-	}
-	f, err := os.Open(arg)
-	if err != nil {
-		return "", "", kcli.Usage("--package %q is neither a sha256 digest nor a readable file: %v", arg, err)
-	}
-	defer f.Close()
-	if strings.HasSuffix(arg, ".part000") {
-		b, err := io.ReadAll(io.LimitReader(f, 4096))
-		if err != nil {
-			return "", "", kcli.Environment(err)
-		}
-		m, err := verify.ParseSplitMetadata(b)
-		if err != nil {
-			return "", "", kcli.Usage("--package %s: %v", arg, err)
-		}
-		return m.Sha256Sum, arg, nil
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", "", kcli.Environment(fmt.Errorf("hashing %s: %w", arg, err))
-	}
-	return hex.EncodeToString(h.Sum(nil)), arg, nil
 }
 
 func status(streams kcli.IOStreams, cmd *cli.Command) error {

@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto"
-	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
 	"debug/macho"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/releasefmt"
 )
 
@@ -79,7 +78,7 @@ func CheckRelease(dist string, pub crypto.PublicKey, krewNames []string) (*Check
 	listed := map[string]string{}
 	for _, l := range lines {
 		listed[l.Name] = l.SHA256
-		got, err := fileSHA256(filepath.Join(dist, l.Name))
+		got, err := digest.File(filepath.Join(dist, l.Name))
 		if err != nil {
 			errs = append(errs, err)
 		} else if got != l.SHA256 {
@@ -260,17 +259,4 @@ func checkSBOM(file string, bin []byte) error {
 		return fmt.Errorf("%d of the binary's %d modules are not listed, e.g. %s", len(missing), len(info.Deps), missing[0])
 	}
 	return nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -210,77 +210,51 @@ type DeployOptions struct {
 	Timeout time.Duration
 }
 
-// Staged is a package as deploy finds it in the state dir.
-type Staged struct {
-	Digest   string
-	Path     string
-	Name     string
-	Version  string
-	Verified bool
-	Signer   string
+// deployable is the package deploy hands zarf.
+type deployable struct {
+	Digest, Path, Name, Version string
 	// Key is the public key verify checked the signature with.
 	Key string
 }
 
-// ResolvePackage finds PACKAGE: a staged digest, or a path whose sha256
-// is staged; with insecure, an unstaged path as it is.
-func ResolvePackage(d *state.Dir, arg string, insecure bool) (*Staged, error) {
-	digest := strings.TrimPrefix(arg, "sha256:")
-	isDigest := len(digest) == 64 && strings.Trim(digest, "0123456789abcdef") == ""
-	if !isDigest {
-		sum, err := fileSHA256(arg)
-		if err != nil {
-			return nil, errkind.Wrap(errkind.Usage, fmt.Errorf("reading package %s: %w", arg, err))
-		}
-		digest = sum
-	}
-	dir := d.Join("packages", digest)
-	if _, err := os.Stat(dir); err != nil {
-		if isDigest {
-			return nil, errkind.Wrap(errkind.Usage, fmt.Errorf("package %s is not staged (kubectl bundle-verify --stage PACKAGE verifies and stages it)", digest))
-		}
+// resolve finds what deploy hands zarf: a staged package (a digest, or the
+// path or .part000 it was staged from), refused when it is unverified,
+// unsigned or no longer the bytes verified, unless --insecure; with
+// --insecure, an unstaged file as it is.
+func (m *Manager) resolve(slotName, pkg string, insecure bool) (*deployable, error) {
+	p, err := stage.Resolve(m.Dir, pkg)
+	var ns *stage.NotStagedError
+	if errors.As(err, &ns) && ns.Ref.File != "" {
 		if !insecure {
-			return nil, &NotVerifiedError{Path: arg}
+			return nil, &NotVerifiedError{Path: pkg}
 		}
-		return &Staged{Digest: digest, Path: arg}, nil
+		m.logf("warning: deploying %s without verification (--insecure)", pkg)
+		return &deployable{Digest: ns.Ref.Digest, Path: ns.Ref.File}, nil
 	}
-	s := &Staged{Digest: digest}
-	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		if n := e.Name(); n != "verification.json" && !strings.HasSuffix(n, ".sha256") {
-			s.Path = filepath.Join(dir, n)
+	r := &p.Record
+	switch {
+	case !r.Report.Verified && !insecure:
+		return nil, &NotVerifiedError{Path: pkg}
+	case r.IsUnsigned() && !insecure:
+		src := r.Source
+		if src == "" {
+			src = r.Report.Path
 		}
+		return nil, errkind.New(errkind.Negative, "package %s was staged with --insecure-skip-signature: its integrity was checked, but no signature, so nobody vouches for it. "+
+			"Deploy it anyway with kubectl bundle-slot deploy %s %s --insecure, or stage it signed: kubectl bundle-verify --stage %s --key KEY", pkg, slotName, pkg, src)
+	case r.IsUnsigned():
+		m.logf("warning: deploying %s, whose signature was not checked (--insecure)", p.Path)
+	case !r.Report.Verified:
+		m.logf("warning: deploying %s without verification (--insecure)", p.Path)
 	}
-	var vr struct {
-		Key    string `json:"key"`
-		Report struct {
-			Verified bool `json:"verified"`
-			Package  struct {
-				Name    string `json:"name"`
-				Version string `json:"version"`
-			} `json:"package"`
-			Signer struct {
-				Method         string `json:"method"`
-				KeyFingerprint string `json:"keyFingerprint"`
-			} `json:"signer"`
-		} `json:"report"`
+	// The staged copy is what zarf reads: it must still be the bytes verified.
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "verification.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &vr)
-	}
-	if err != nil || s.Path == "" {
-		return nil, fmt.Errorf("staged package %s is incomplete (%v): stage it again with kubectl bundle-verify --stage", digest, err)
-	}
-	s.Verified, s.Name, s.Version = vr.Report.Verified, vr.Report.Package.Name, vr.Report.Package.Version
-	s.Signer, s.Key = vr.Report.Signer.Method, vr.Key
-	if !s.Verified && !insecure {
-		return nil, &NotVerifiedError{Path: arg}
-	}
-	return s, nil
+	return &deployable{Digest: p.Digest, Path: p.Path, Name: r.Report.Package.Name, Version: r.Report.Package.Version, Key: r.Key}, nil
 }
 
 // NotVerifiedError is a package verify has not accepted.
@@ -293,19 +267,6 @@ func (e *NotVerifiedError) Error() string {
 // ErrorKind: refusing an unverified package is a negative verdict.
 func (e *NotVerifiedError) ErrorKind() errkind.Kind { return errkind.Negative }
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // Deploy runs zarf package deploy of a staged package against the slot's
 // cluster and records it in the slot's record.
 func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOptions) (*Record, error) {
@@ -316,12 +277,9 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	if rec.State != StateReady {
 		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: kubectl bundle-slot create %s finishes it", slotName, rec.State, slotName)}
 	}
-	st, err := ResolvePackage(m.Dir, pkg, o.Insecure)
+	st, err := m.resolve(slotName, pkg, o.Insecure)
 	if err != nil {
 		return nil, err
-	}
-	if !st.Verified {
-		m.logf("warning: deploying %s without verification (--insecure)", st.Path)
 	}
 	n, err := m.Config.NamesFor(slotName)
 	if err != nil {

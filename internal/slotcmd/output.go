@@ -31,7 +31,6 @@ func printFindings(w io.Writer, rep *slot.PreflightReport) {
 	}
 }
 
-
 func packageString(p *slot.PackageRef) string {
 	if p == nil {
 		return "-"

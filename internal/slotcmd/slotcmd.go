@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -205,17 +206,21 @@ func oneSlot(cmd *cli.Command) (string, error) {
 }
 
 func packageBytes(s *session, cmd *cli.Command) (int64, error) {
-	p := cmd.String("package")
-	if p == "" {
+	arg := cmd.String("package")
+	if arg == "" {
 		return 0, nil
 	}
-	st, err := slot.ResolvePackage(s.dir, p, true)
-	if err != nil {
-		return 0, err
+	p, err := stage.Resolve(s.dir, arg)
+	var ns *stage.NotStagedError
+	if errors.As(err, &ns) && ns.Ref.File != "" {
+		return ns.Ref.Bytes, nil // sizing only: an unstaged file counts as it is
 	}
-	fi, err := os.Stat(st.Path)
 	if err != nil {
-		return 0, kcli.Usage("--package: %v", err)
+		return 0, fmt.Errorf("--package: %w", err)
+	}
+	fi, err := os.Stat(p.Path)
+	if err != nil {
+		return 0, kcli.Environment(fmt.Errorf("--package: %w", err))
 	}
 	return fi.Size(), nil
 }

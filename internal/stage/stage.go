@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -97,16 +98,9 @@ type Result struct {
 	Dir           string `json:"dir"`
 	Path          string `json:"path"`
 	AlreadyStaged bool   `json:"alreadyStaged"`
-}
-
-// Record is verification.json: the report plus who verified and when.
-type Record struct {
-	Report      any    `json:"report"`
-	ToolVersion string `json:"toolVersion"`
-	StagedAt    string `json:"stagedAt"`
-	// Key is the public key file the signature was checked with, so that
-	// a deploy can hand zarf the same key.
-	Key string `json:"key,omitempty"`
+	// Replaced says why a staged copy of the same digest was replaced
+	// (it was incomplete or changed); empty when nothing was replaced.
+	Replaced string `json:"replaced,omitempty"`
 }
 
 // ValidName checks a package file name before it becomes a path in the state dir.
@@ -118,8 +112,10 @@ func ValidName(name string) error {
 }
 
 // Commit moves the verified copy to packages/<sha256>/<name> beside
-// <name>.sha256 and verification.json. When that digest is already staged,
-// the existing copy is kept and this one discarded.
+// <name>.sha256 and verification.json. When that digest is already staged
+// and its copy still has that digest, the existing copy is kept (under its
+// own name) and this one discarded; a staged copy that is incomplete or
+// changed is replaced by this one.
 func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 	defer s.Abort()
 	if err := ValidName(name); err != nil {
@@ -127,11 +123,29 @@ func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 	}
 	final := s.dir.Join(PackagesDir, sha256)
 	res := &Result{Dir: final, Path: filepath.Join(final, name)}
+	old := ""
 	if _, err := os.Lstat(final); err == nil {
-		res.AlreadyStaged = true
-		return res, nil
+		kept, why, err := s.keep(sha256, rec)
+		if err != nil {
+			return nil, err
+		}
+		if kept != nil {
+			return kept, nil
+		}
+		// The staged copy is not what was verified: this fresh one replaces it.
+		res.Replaced = why
+		if old, err = os.MkdirTemp(filepath.Dir(final), stagingPrefix+"replaced-"); err != nil {
+			return nil, fmt.Errorf("making room to replace %s: %w", final, err)
+		}
+		if err := os.Rename(final, filepath.Join(old, "package")); err != nil {
+			return nil, fmt.Errorf("moving the damaged staged copy %s aside: %w", final, err)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("checking %s: %w", final, err)
+	}
+	if old != "" {
+		// A crash before the removal leaves a staging dir the next Begin removes.
+		defer os.RemoveAll(old)
 	}
 	state.CrashPoint("stage:before-fsync")
 	if err := s.archive.Sync(); err != nil {
@@ -151,13 +165,8 @@ func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 	if err := state.WriteFile(filepath.Join(s.tmpDir, name+".sha256"), []byte(sidecar)); err != nil {
 		return nil, err
 	}
-	rec.StagedAt = time.Now().UTC().Format(time.RFC3339)
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding verification.json: %w", err)
-	}
 	state.CrashPoint("stage:before-record")
-	if err := state.WriteFile(filepath.Join(s.tmpDir, "verification.json"), append(data, '\n')); err != nil {
+	if err := writeRecord(s.tmpDir, rec); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(s.tmpDir, state.DirMode); err != nil {
@@ -173,4 +182,41 @@ func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// keep checks the package already staged under sha256: complete and
+// unchanged, it is kept (its record upgraded when it was unsigned and this
+// verification checked a signature) and its Result returned; otherwise
+// keep says why it must be replaced.
+func (s *Stager) keep(sha256 string, rec Record) (*Result, string, error) {
+	p, err := Lookup(s.dir, &Ref{Digest: sha256})
+	var ie *IncompleteError
+	switch {
+	case errors.As(err, &ie):
+		return nil, "incomplete: " + ie.Problem, nil
+	case err != nil:
+		return nil, "", err
+	}
+	got, err := digest.File(p.Path)
+	if err != nil {
+		return nil, "", fmt.Errorf("checking the staged copy %s: %w", p.Path, err)
+	}
+	if got != sha256 {
+		return nil, fmt.Sprintf("changed: its sha256 was %s", got), nil
+	}
+	if p.Record.IsUnsigned() && !rec.IsUnsigned() {
+		if err := writeRecord(p.Dir, rec); err != nil {
+			return nil, "", err
+		}
+	}
+	return &Result{Dir: p.Dir, Path: p.Path, AlreadyStaged: true}, "", nil
+}
+
+func writeRecord(dir string, rec Record) error {
+	rec.StagedAt = time.Now().UTC().Format(time.RFC3339)
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", RecordFile, err)
+	}
+	return state.WriteFile(filepath.Join(dir, RecordFile), append(data, '\n'))
 }

@@ -34,7 +34,7 @@ func stageBytes(t *testing.T, d *state.Dir, name, data string) (*stage.Result, s
 	}
 	sum := sha256.Sum256([]byte(data))
 	digest := hex.EncodeToString(sum[:])
-	res, err := s.Commit(digest, name, stage.Record{Report: map[string]any{"verified": true}, ToolVersion: "test", Key: "/keys/cosign.pub"})
+	res, err := s.Commit(digest, name, stage.Record{Report: stage.Report{Verified: true}, ToolVersion: "test", Key: "/keys/cosign.pub"})
 	if err != nil {
 		t.Fatal(err)
 	}

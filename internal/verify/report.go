@@ -75,6 +75,8 @@ type Staged struct {
 	Dir           string `json:"dir"`
 	Path          string `json:"path"`
 	AlreadyStaged bool   `json:"alreadyStaged"`
+	// Replaced says why an earlier staged copy of this digest was replaced.
+	Replaced string `json:"replaced,omitempty"`
 }
 
 // Report is the result of verifying one package.
@@ -172,9 +174,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "%s %-19s %s\n", mark, c.Name, c.Detail)
 	}
 	if r.Staged != nil {
-		if r.Staged.AlreadyStaged {
+		switch {
+		case r.Staged.AlreadyStaged:
 			fmt.Fprintf(&b, "staged    %s (already staged; existing copy kept)\n", r.Staged.Path)
-		} else {
+		case r.Staged.Replaced != "":
+			fmt.Fprintf(&b, "staged    %s (replaced the staged copy, which was %s)\n", r.Staged.Path, r.Staged.Replaced)
+		default:
 			fmt.Fprintf(&b, "staged    %s\n", r.Staged.Path)
 		}
 	}

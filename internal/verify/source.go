@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,17 +8,14 @@ import (
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/zarfsplit"
 )
 
 // SplitMetadata is the JSON zarf writes into a split package's .part000.
-type SplitMetadata struct {
-	Sha256Sum string
-	Bytes     int64
-	Count     int
-}
+type SplitMetadata = zarfsplit.Metadata
 
 // MaxSplitParts is zarf's own limit on parts.
-const MaxSplitParts = 999
+const MaxSplitParts = zarfsplit.MaxParts
 
 // IOError marks a failure to read the input (an environment failure), as
 // opposed to an input that reads fine and is bad (a negative verdict).
@@ -58,27 +54,7 @@ func (r ioReader) Read(p []byte) (int, error) {
 }
 
 // ParseSplitMetadata parses a .part000 file.
-func ParseSplitMetadata(b []byte) (*SplitMetadata, error) {
-	var m SplitMetadata
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("part000 is not zarf split metadata JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("part000 has trailing data after its JSON")
-	}
-	if m.Count < 1 || m.Count > MaxSplitParts {
-		return nil, fmt.Errorf("part000 Count %d is outside 1..%d", m.Count, MaxSplitParts)
-	}
-	if m.Bytes < 0 {
-		return nil, fmt.Errorf("part000 Bytes %d is negative", m.Bytes)
-	}
-	if !isHex64(m.Sha256Sum) {
-		return nil, fmt.Errorf("part000 Sha256Sum %q is not a lowercase hex sha256", truncate(m.Sha256Sum, 80))
-	}
-	return &m, nil
-}
+func ParseSplitMetadata(b []byte) (*SplitMetadata, error) { return zarfsplit.Parse(b) }
 
 // openSource opens a package read-only. For a .part000 it opens every part
 // and checks the metadata's count and byte total against them before any

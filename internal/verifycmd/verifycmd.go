@@ -147,17 +147,17 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	rep.ToolVersion = kcli.ToolVersion()
 	if rep.Verified && stager != nil {
-		key := cmd.String("key")
-		if key != "" {
-			if abs, err := filepath.Abs(key); err == nil {
-				key = abs
-			}
-		}
-		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: rep, ToolVersion: kcli.ToolVersion(), Key: key})
+		staged, err := stage.ReportOf(rep)
 		if err != nil {
 			return kcli.Environment(err)
 		}
-		rep.Staged = &verify.Staged{Dir: res.Dir, Path: res.Path, AlreadyStaged: res.AlreadyStaged}
+		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: staged, ToolVersion: kcli.ToolVersion(),
+			Key: absPath(cmd.String("key")), TrustedRoot: absPath(cmd.String("trusted-root")), Source: absPath(path),
+			Unsigned: opts.Signature.InsecureSkip})
+		if err != nil {
+			return kcli.Environment(err)
+		}
+		rep.Staged = &verify.Staged{Dir: res.Dir, Path: res.Path, AlreadyStaged: res.AlreadyStaged, Replaced: res.Replaced}
 	}
 	if err := writeReport(streams, common, rep); err != nil {
 		return kcli.Environment(err)
@@ -177,4 +177,16 @@ func writeReport(streams kcli.IOStreams, common *kcli.Common, rep *verify.Report
 		return nil
 	}
 	return rep.WriteText(streams.Out)
+}
+
+// absPath records a file given on the command line so that it is found
+// again from any directory ("" stays "").
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
