@@ -4,6 +4,7 @@ package switchcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,7 +81,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				}, Action: with(true, to)},
 			{Name: "back", Usage: "during the soak, return to the previous slot", ArgsUsage: " ", Action: with(true, back)},
 			{Name: "accept", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
-				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); otherwise say how long is left and exit 0"}},
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); until then say when it ends and exit 1"}},
 				Action: with(true, accept)},
 			{Name: "status", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
 				Action: with(false, status)},
@@ -175,15 +176,24 @@ func accept(_ context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	if s.common.Output == kcli.OutputJSON {
-		return kcli.WriteJSON(s.streams.Out, res)
-	}
-	if s.common.Quiet {
-		return nil
-	}
+	// Still soaking is a negative verdict (exit 1), so that a timer's
+	// "accept --if-soaked && retire" stops here until the window is over.
+	var verdict error
 	if !res.Accepted {
-		_, err := fmt.Fprintf(s.streams.Out, "slot %s is still soaking: %s left; not accepted yet\n", res.Slot, res.Left.Round(time.Second))
-		return err
+		verdict = errkind.Wrap(errkind.Negative, errStillSoaking)
+	}
+	switch {
+	case s.common.Output == kcli.OutputJSON:
+		if err := kcli.WriteJSON(s.streams.Out, res); err != nil {
+			return err
+		}
+		return verdict
+	case s.common.Quiet:
+		return verdict
+	case !res.Accepted:
+		fmt.Fprintf(s.streams.Out, "slot %s is still soaking until %s (%s left); not accepted yet\n",
+			res.Slot, res.SoakEnds.Format(time.RFC3339), res.Left.Round(time.Second))
+		return verdict
 	}
 	msg := fmt.Sprintf("accepted slot %s", res.Slot)
 	if res.Retire != "" {
@@ -192,6 +202,9 @@ func accept(_ context.Context, cmd *cli.Command, s *session) error {
 	_, err = fmt.Fprintln(s.streams.Out, msg)
 	return err
 }
+
+// errStillSoaking is the verdict accept --if-soaked has already reported.
+var errStillSoaking = errors.New("")
 
 // report prints msg, or the status as JSON.
 func (s *session) report(ctx context.Context, msg string) error {

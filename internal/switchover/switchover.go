@@ -299,12 +299,14 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	return out, nil
 }
 
-// AcceptResult says what accept did.
+// AcceptResult says what accept did. Not accepted, the slot is still
+// soaking: SoakEnds says when the window ends and Left how long that is.
 type AcceptResult struct {
 	Accepted bool          `json:"accepted"`
 	Slot     string        `json:"slot"`
 	Retire   string        `json:"retire,omitempty"`
 	Left     time.Duration `json:"soakLeftNs,omitempty"`
+	SoakEnds *time.Time    `json:"soakEnds,omitempty"`
 }
 
 // Accept ends the soak; with ifSoaked, only once the soak window passed.
@@ -321,19 +323,20 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
 	}
 	res := &AcceptResult{Slot: sw.Target}
+	if sw.Phase == PhaseSwitched && ifSoaked {
+		window, _ := time.ParseDuration(sw.SoakWindow)
+		ends := sw.SoakStarted.Add(window).UTC()
+		if left := ends.Sub(s.now()); left > 0 {
+			res.Left, res.SoakEnds = left, &ends
+			return res, nil
+		}
+	}
 	if sw.Previous != "" {
 		res.Retire = "kubectl bundle-slot destroy " + sw.Previous
 	}
 	if sw.Phase == PhaseAccepted {
 		res.Accepted = true
 		return res, nil
-	}
-	window, _ := time.ParseDuration(sw.SoakWindow)
-	if ifSoaked {
-		if left := sw.SoakStarted.Add(window).Sub(s.now()); left > 0 {
-			res.Left = left
-			return res, nil
-		}
 	}
 	t, err := s.transaction()
 	if err != nil {

@@ -117,7 +117,7 @@ func TestToBackAccept(t *testing.T) {
 	// Not soaked yet: accept --if-soaked waits and says how long.
 	s.Now = func() time.Time { return t0.Add(20 * time.Minute) }
 	res, err := s.Accept(true)
-	if err != nil || res.Accepted || res.Left != 40*time.Minute {
+	if err != nil || res.Accepted || res.Left != 40*time.Minute || res.SoakEnds == nil || !res.SoakEnds.Equal(t0.Add(time.Hour)) || res.Retire != "" {
 		t.Fatalf("accept --if-soaked within the window: %+v, %v", res, err)
 	}
 	s.Now = func() time.Time { return t0.Add(2 * time.Hour) }

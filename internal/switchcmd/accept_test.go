@@ -1,0 +1,96 @@
+package switchcmd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
+)
+
+func run(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	streams := kcli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	code := switchcmd.Main(context.Background(), streams, append([]string{"kubectl-bundle-switch", "--state-dir", dir}, args...))
+	return code, out.String(), errOut.String()
+}
+
+// soaking writes the switch record of slot b, switched to from a, soaking
+// since started for window.
+func soaking(t *testing.T, started time.Time, window time.Duration) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "state")
+	d, err := state.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := switchover.Record{APIVersion: slot.RecordAPIVersion, Kind: "Switch", Phase: switchover.PhaseSwitched,
+		Target: "b", Previous: "a", SoakStarted: started, SoakWindow: window.String(), Updated: started}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := state.WriteFile(d.Join("switch.json"), b); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Defect 11: while the soak lasts, accept --if-soaked exits 1 and says when
+// it ends, so that "accept --if-soaked && retire the old slot" waits.
+func TestAcceptIfSoakedFailsWhileSoaking(t *testing.T) {
+	started := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	ends := started.Add(24 * time.Hour)
+	dir := soaking(t, started, 24*time.Hour)
+
+	code, stdout, stderr := run(t, dir, "accept", "--if-soaked")
+	want := regexp.MustCompile(`^slot b is still soaking until ` + regexp.QuoteMeta(ends.Format(time.RFC3339)) + ` \(2[23]h\d+m\d+s left\); not accepted yet\n$`)
+	if code != kcli.ExitNegative || !want.MatchString(stdout) || stderr != "" {
+		t.Errorf("accept --if-soaked: exit %d, stdout %q, stderr %q; want exit 1 and %s", code, stdout, stderr, want)
+	}
+
+	code, stdout, _ = run(t, dir, "accept", "--if-soaked", "-o", "json")
+	var res struct {
+		Accepted bool      `json:"accepted"`
+		Slot     string    `json:"slot"`
+		Retire   string    `json:"retire"`
+		LeftNs   int64     `json:"soakLeftNs"`
+		SoakEnds time.Time `json:"soakEnds"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("accept --if-soaked -o json: %v in %q", err, stdout)
+	}
+	left := time.Duration(res.LeftNs)
+	if code != kcli.ExitNegative || res.Accepted || res.Slot != "b" || res.Retire != "" || !res.SoakEnds.Equal(ends) ||
+		left <= 22*time.Hour || left > 23*time.Hour {
+		t.Errorf("accept --if-soaked -o json: exit %d, %+v; want exit 1, not accepted, the soak ending %s, about 23h left", code, res, ends)
+	}
+
+	if code, stdout, stderr := run(t, dir, "accept", "--if-soaked", "-q"); code != kcli.ExitNegative || stdout != "" || stderr != "" {
+		t.Errorf("accept --if-soaked -q: exit %d, %q %q; want exit 1 and nothing printed", code, stdout, stderr)
+	}
+}
+
+// Once the window has passed, accept --if-soaked accepts (exit 0) and names
+// the command that retires the old slot.
+func TestAcceptIfSoakedAcceptsAfterTheWindow(t *testing.T) {
+	dir := soaking(t, time.Now().UTC().Add(-25*time.Hour), 24*time.Hour)
+	code, stdout, stderr := run(t, dir, "accept", "--if-soaked")
+	if code != 0 || stdout != "accepted slot b; retire the old slot with: kubectl bundle-slot destroy a\n" {
+		t.Errorf("accept --if-soaked after the window: exit %d, %q, %q", code, stdout, stderr)
+	}
+	// Accepted already: a timer's next tick is a no-op that still exits 0.
+	if code, _, stderr := run(t, dir, "accept", "--if-soaked", "-q"); code != 0 {
+		t.Errorf("accept --if-soaked when accepted: exit %d: %s", code, stderr)
+	}
+}
