@@ -82,7 +82,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
-					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged (not recommended)"},
+					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged, or staged with --insecure-skip-signature (not recommended)"},
 					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf waits for the package's resources (default zarf's)"},
 				}, Action: slotArg(deploy, true)},
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
