@@ -263,7 +263,10 @@ func (j *Journal) open() (*Transaction, error) {
 func Legal(t *Transaction) []Phase {
 	var out []Phase
 	if IsFinal(t.Phase) {
-		return nil
+		if t.Status == StatusDone {
+			return nil
+		}
+		return []Phase{t.Phase} // a final step's command (retiring a slot) is redone too
 	}
 	if t.Status != StatusDone {
 		out = append(out, t.Phase) // a step started but not finished is redone
@@ -284,7 +287,7 @@ func (j *Journal) Start(p Phase) (*Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Phase == p && t.Status == StatusDone && !IsFinal(p) {
+	if t.Phase == p && t.Status == StatusDone {
 		return t, nil // already done: idempotent for a resumed script
 	}
 	if !slices.Contains(Legal(t), p) {
@@ -297,10 +300,6 @@ func (j *Journal) Start(p Phase) (*Transaction, error) {
 		t.Steps = append(t.Steps, Step{Phase: p, Status: StatusStarted, Attempts: 1, StartedAt: now})
 	}
 	t.Phase, t.Status = p, StatusStarted
-	if IsFinal(p) {
-		t.Steps[len(t.Steps)-1].Status, t.Status = StatusDone, StatusDone
-		t.Steps[len(t.Steps)-1].EndedAt = &now
-	}
 	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: t.Status})
 }
 
@@ -384,8 +383,8 @@ func (j *Journal) End() (*Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !IsFinal(t.Phase) {
-		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
+	if !IsFinal(t.Phase) || t.Status != StatusDone {
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a finished final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
 	}
 	// Slot and switch events may have followed the last transition.
 	seq, err := j.nextSeq()

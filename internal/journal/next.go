@@ -16,7 +16,7 @@ func Next(t *Transaction) NextStep {
 	n := NextStep{Phases: Legal(t)}
 	script := fmt.Sprintf("scripts/%s.sh %s", t.Strategy, pkgArg(t))
 	switch {
-	case IsFinal(t.Phase):
+	case IsFinal(t.Phase) && t.Status == StatusDone:
 		n.Command = "kubectl bundle-journal end"
 		n.Why = fmt.Sprintf("the transaction reached %s", t.Phase)
 		if t.Phase == Aborted {

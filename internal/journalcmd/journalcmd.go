@@ -122,6 +122,15 @@ type session struct {
 }
 
 func openSession(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
+	return openWith(streams, cmd, statesession.Options{Mutate: mutate})
+}
+
+// openStepSession is a mutating session of the process that runs step.
+func openStepSession(streams kcli.IOStreams, cmd *cli.Command, step string) (*session, error) {
+	return openWith(streams, cmd, statesession.Options{Mutate: true, Step: step})
+}
+
+func openWith(streams kcli.IOStreams, cmd *cli.Command, o statesession.Options) (*session, error) {
 	common, err := kcli.ParseCommon(cmd)
 	if err != nil {
 		return nil, err
@@ -130,7 +139,8 @@ func openSession(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*sessio
 	if !common.Quiet {
 		log = streams.ErrOut
 	}
-	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
+	o.StateDir, o.Log = common.StateDir, log
+	ss, err := statesession.Open(o)
 	if err != nil {
 		return nil, err
 	}

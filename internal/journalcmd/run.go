@@ -13,6 +13,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -51,15 +52,29 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		}
 		return nil
 	}
+	// The step is owned by this live process: it holds the step lock until
+	// the outcome is recorded, and the kernel releases it if the process
+	// dies, so a re-run takes the step over at once.
+	stepID := t.ID + "/" + string(p)
+	stepLock, err := s.Dir.LockStep(stepID)
+	if err != nil {
+		var le *state.LockedError
+		if errors.As(err, &le) && le.Holder != nil {
+			return kcli.Conflict(fmt.Errorf("step %s is running in pid %d (%s) since %s: wait for it to finish; if it hangs, stop it (kill %d) and re-run this command",
+				le.Holder.Step, le.Holder.PID, le.Holder.Command, le.Holder.Since.Format(time.RFC3339), le.Holder.PID))
+		}
+		return err
+	}
+	defer stepLock.Unlock()
 	if !s.common.Quiet {
 		fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
 	}
 	var code int
 	ran := false
-	err = journal.RunStep(unlockedPhase{streams, cmd, p}, func() error {
+	err = journal.RunStep(unlockedPhase{streams, cmd, p, stepID}, func() error {
 		ran = true
 		var runErr error
-		code, runErr = runner.Exec{}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
+		code, runErr = runner.Exec{Env: []string{statesession.EnvStep + "=" + stepID}}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
 		switch {
 		case runErr != nil:
 			return runErr
@@ -82,10 +97,11 @@ type unlockedPhase struct {
 	streams kcli.IOStreams
 	cmd     *cli.Command
 	p       journal.Phase
+	step    string // the step this process owns
 }
 
 func (u unlockedPhase) Start() error {
-	s, err := openSession(u.streams, u.cmd, true)
+	s, err := openStepSession(u.streams, u.cmd, u.step)
 	if err != nil {
 		return err
 	}
@@ -94,7 +110,7 @@ func (u unlockedPhase) Start() error {
 }
 
 func (u unlockedPhase) Finish(stepErr error) error {
-	s, err := relock(u.streams, u.cmd)
+	s, err := relock(u.streams, u.cmd, u.step)
 	if err != nil {
 		return err
 	}
@@ -104,10 +120,10 @@ func (u unlockedPhase) Finish(stepErr error) error {
 
 // relock takes the lock again after the command, waiting a little for a
 // command that holds it briefly.
-func relock(streams kcli.IOStreams, cmd *cli.Command) (*session, error) {
+func relock(streams kcli.IOStreams, cmd *cli.Command, step string) (*session, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s, err := openSession(streams, cmd, true)
+		s, err := openStepSession(streams, cmd, step)
 		var le *state.LockedError
 		if err == nil || !errors.As(err, &le) || time.Now().After(deadline) {
 			return s, err

@@ -23,8 +23,11 @@ type Options struct {
 	// atomically, so each file they read is whole, and they never fail
 	// because another command is running.
 	Mutate bool
-	// Log receives what a repair did; nil discards it.
+	// Log receives what a repair did and --force overrides; nil discards them.
 	Log io.Writer
+	// Step is the transaction step (TXN/PHASE) this process runs, for
+	// `journal run` itself; its command inherits it through $KUBECTL_BUNDLE_STEP.
+	Step string
 }
 
 // Session is an opened state dir, locked when it mutates.
@@ -32,6 +35,8 @@ type Session struct {
 	Dir     *state.Dir
 	Journal *journal.Journal
 	lock    *state.Lock
+	log     io.Writer
+	step    string
 }
 
 // Open opens the state dir as o says. A lock held by another command is a
@@ -41,7 +46,10 @@ func Open(o Options) (*Session, error) {
 	if err != nil {
 		return nil, errkind.Wrap(errkind.Environment, err)
 	}
-	s := &Session{Dir: d, Journal: journal.New(d)}
+	s := &Session{Dir: d, Journal: journal.New(d), log: o.Log, step: o.Step}
+	if s.step == "" {
+		s.step = envStep()
+	}
 	if !o.Mutate {
 		return s, nil
 	}
@@ -53,6 +61,10 @@ func Open(o Options) (*Session, error) {
 					err, t.ID, t.Strategy, t.Phase, t.Status))
 			}
 		}
+		return nil, err
+	}
+	if err := stepConflict(d, s.step); err != nil {
+		s.Close()
 		return nil, err
 	}
 	note, err := s.Journal.Repair()

@@ -148,7 +148,7 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 			return nil, &ConflictError{fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (kubectl bundle-slot destroy %s)", slotName, old.Provider, old.Context, slotName)}
 		default:
 			m.logf("slot %s: recorded as %s, not finished: destroying it to rebuild from a clean state", slotName, old.State)
-			if err := m.Destroy(ctx, slotName, DestroyOptions{Force: true}); err != nil {
+			if err := m.Destroy(ctx, slotName); err != nil {
 				return nil, fmt.Errorf("cleaning up the unfinished slot %s: %w", slotName, err)
 			}
 		}
@@ -322,24 +322,15 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	return rec, nil
 }
 
-// DestroyOptions tune destroy.
-type DestroyOptions struct {
-	// Force destroys the active slot too.
-	Force bool
-}
-
 // Destroy removes everything of slotName: its kind cluster and contexts,
 // registry container, CAPD workload containers, kubeconfig and record.
 // Idempotent: what is already gone is skipped. An existing-provider slot's
-// cluster is left alone: only the record is dropped.
-func (m *Manager) Destroy(ctx context.Context, slotName string, o DestroyOptions) error {
+// cluster is left alone: only the record is dropped. It does not ask whether
+// the slot is protected: the command layer's session guard does first.
+func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 	n, err := m.Config.NamesFor(slotName)
 	if err != nil {
 		return err
-	}
-	active, _ := state.ReadPointer(m.Dir.Join("active"))
-	if active == slotName && !o.Force {
-		return &ConflictError{fmt.Sprintf("slot %s is the active slot: switch away first (kubectl bundle-switch), or pass --force to destroy it anyway", slotName)}
 	}
 	rec, err := Load(m.Dir, slotName)
 	var nf *NotFoundError

@@ -11,7 +11,6 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 func printFindings(w io.Writer, rep *slot.PreflightReport) {
@@ -67,7 +66,7 @@ func load(s *session) ([]listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	active, _ := state.ReadPointer(s.dir.Join("active"))
+	active := s.active()
 	out := []listing{}
 	for _, n := range names {
 		rec, err := slot.Load(s.dir, n)
@@ -115,7 +114,7 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	active, _ := state.ReadPointer(s.dir.Join("active"))
+	active := s.active()
 	l := listing{Record: rec, Active: active == name}
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(s.streams.Out, l)
@@ -149,4 +148,14 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 		row("  step", fmt.Sprintf("%s done %s", st.Name, st.Finished.Format(time.RFC3339)))
 	}
 	return tw.Flush()
+}
+
+// active reads the active pointer for a report: damage is said on stderr
+// with its repair and the report goes on, showing no slot as active.
+func (s *session) active() string {
+	a, err := slot.ReadActive(s.dir)
+	if err != nil {
+		kcli.Errorf(s.streams.ErrOut, fmt.Errorf("warning: %w", err))
+	}
+	return a
 }

@@ -78,21 +78,27 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag}, Action: slotArg(preflight, false)},
 			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
-				Flags: []cli.Flag{pkgFlag}, Action: slotArg(create, true)},
+				Flags: []cli.Flag{pkgFlag, forceFlag("build")}, Action: slotArg(create, true)},
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
 					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged, or staged with --insecure-skip-signature (not recommended)"},
 					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf waits for the package's resources (default zarf's)"},
+					forceFlag("deploy into"),
 				}, Action: slotArg(deploy, true)},
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
-				Flags:  []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "destroy the active slot too"}},
+				Flags:  []cli.Flag{forceFlag("destroy")},
 				Action: slotArg(destroy, true)},
 			{Name: "list", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
 				Action: slotArg(list, false)},
 			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
 		},
 	}
+}
+
+// forceFlag overrides the protected-slot guard for verb.
+func forceFlag(verb string) cli.Flag {
+	return &cli.BoolFlag{Name: "force", Usage: "also " + verb + " a protected slot (the active one, or the previous one during a soak); said loudly and recorded in the history. Strategy scripts never need it"}
 }
 
 // Main runs the command with the real kind provider.
@@ -261,6 +267,13 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
+	// A ready slot is never rebuilt by create (same settings: nothing to do;
+	// other settings: refused), so only a build touches a protected slot.
+	if old, err := slot.Load(s.dir, name); err != nil || old.State != slot.StateReady {
+		if err := s.Guard(name, statesession.Create, cmd.Bool("force")); err != nil {
+			return err
+		}
+	}
 	rec, err := s.m.Create(ctx, name, slot.CreateOptions{PackageBytes: size})
 	already := errors.Is(err, slot.ErrAlreadyCreated)
 	var pe *slot.PreflightError
@@ -289,6 +302,9 @@ func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
 		return kcli.Usage("deploy takes SLOT and PACKAGE (a staged digest, or a path kubectl bundle-verify --stage accepted)")
 	}
 	name, pkg := cmd.Args().Get(0), cmd.Args().Get(1)
+	if err := s.Guard(name, statesession.Deploy, cmd.Bool("force")); err != nil {
+		return err
+	}
 	rec, err := s.m.Deploy(ctx, name, pkg, slot.DeployOptions{Insecure: cmd.Bool("insecure"), Key: cmd.String("key"), Timeout: cmd.Duration("timeout")})
 	if err != nil {
 		return err
@@ -307,7 +323,10 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	if err := s.m.Destroy(ctx, name, slot.DestroyOptions{Force: cmd.Bool("force")}); err != nil {
+	if err := s.Guard(name, statesession.Destroy, cmd.Bool("force")); err != nil {
+		return err
+	}
+	if err := s.m.Destroy(ctx, name); err != nil {
 		return err
 	}
 	if s.common.Output == kcli.OutputJSON {

@@ -12,11 +12,13 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
-// Holder describes the process that holds the state lock.
+// Holder describes the process that holds the state lock or runs a step.
 type Holder struct {
 	PID     int       `json:"pid"`
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
+	// Step is the transaction step a step lock's holder runs (TXN/PHASE).
+	Step string `json:"step,omitempty"`
 }
 
 // LockedError says another process holds the state lock.
@@ -45,7 +47,48 @@ type Lock struct {
 // Lock takes the state lock without waiting. It fails at once with a
 // *LockedError naming the holder when another process has it.
 func (d *Dir) Lock() (*Lock, error) {
-	p := d.Join("lock")
+	return d.lockFile("lock", "")
+}
+
+// StepLockFile is where the process running a transaction's step holds its
+// lock (journal/step.lock): the step is owned by a live process, and the
+// kernel releases the lock when that process dies.
+const StepLockFile = "journal/step.lock"
+
+// LockStep takes the step lock for step (TXN/PHASE) without waiting; a
+// *LockedError names the live process that runs a step now.
+func (d *Dir) LockStep(step string) (*Lock, error) {
+	if _, err := d.MkdirAll("journal"); err != nil {
+		return nil, err
+	}
+	return d.lockFile(StepLockFile, step)
+}
+
+// StepRunning returns the holder of the step lock when a live process
+// holds it, else nil.
+func (d *Dir) StepRunning() (*Holder, error) {
+	p := d.Join(StepLockFile)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		return nil, nil // nobody holds it: closing f releases this probe
+	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("probing %s: %w", p, err)
+	}
+	if h := readHolder(p); h != nil {
+		return h, nil
+	}
+	return &Holder{Step: "?"}, nil
+}
+
+func (d *Dir) lockFile(name, step string) (*Lock, error) {
+	p := d.Join(name)
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock %s: %w", p, err)
@@ -68,7 +111,7 @@ func (d *Dir) Lock() (*Lock, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC()}
+	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC(), Step: step}
 	b, _ := json.Marshal(h)
 	// The holder record is advisory: the flock is the lock. It is written in
 	// place so that a waiter can read it; a torn record only loses the name.

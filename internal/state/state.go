@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
 // EnvStateDir names the environment variable that overrides the default state dir.
@@ -142,4 +144,45 @@ func ReadPointer(p string) (string, error) {
 	}
 	s := strings.TrimRight(string(b), "\r\n")
 	return s, nil
+}
+
+// DamageError is a state file that cannot be read or validated. It never
+// means "none": every mutating command stops on it, and Fix is the command
+// that repairs it.
+type DamageError struct {
+	Path    string
+	Problem string
+	Fix     string
+}
+
+func (e *DamageError) Error() string {
+	msg := fmt.Sprintf("%s is damaged: %s", e.Path, e.Problem)
+	if e.Fix != "" {
+		msg += "; repair: " + e.Fix
+	}
+	return msg
+}
+
+// ErrorKind: damaged state stops the step.
+func (e *DamageError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// ReadSmall reads a small state file without following a symlink, refusing
+// one larger than limit bytes.
+func ReadSmall(p string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("it is a symlink; refusing to follow it")
+		}
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("it is larger than %d bytes", limit)
+	}
+	return b, nil
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -76,19 +75,53 @@ func (s *Switcher) logf(format string, args ...any) {
 func (s *Switcher) recordPath() string { return s.Dir.Join("switch.json") }
 
 // Load reads switch.json (nil when no switch ever happened).
-func (s *Switcher) Load() (*Record, error) {
-	data, err := os.ReadFile(s.recordPath())
+func (s *Switcher) Load() (*Record, error) { return LoadRecord(s.Dir) }
+
+// RecordFile is the switch record in the state dir.
+const RecordFile = "switch.json"
+
+// LoadRecord reads switch.json strictly: nil when no switch ever happened;
+// unreadable, invalid or of an unknown phase is damage, never "none".
+func LoadRecord(d *state.Dir) (*Record, error) {
+	p := d.Join(RecordFile)
+	data, err := state.ReadSmall(p, 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	damage := func(problem string) error {
+		return &state.DamageError{Path: p, Problem: problem, Fix: recordFix(d)}
+	}
 	if err != nil {
-		return nil, err
+		return nil, damage(err.Error())
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s is damaged: %w", s.recordPath(), err)
+		return nil, damage(err.Error())
+	}
+	switch r.Phase {
+	case PhaseSwitching, PhaseSwitched, PhaseSwitchingBack, PhaseSwitchedBack, PhaseAccepted:
+	default:
+		return nil, damage(fmt.Sprintf("unknown phase %q", r.Phase))
+	}
+	if slot.ValidName(r.Target) != nil || (r.Previous != "" && slot.ValidName(r.Previous) != nil) {
+		return nil, damage(fmt.Sprintf("target %q or previous %q is not a slot name", r.Target, r.Previous))
 	}
 	return &r, nil
+}
+
+// Soaking reports whether the switch is in its soak (or moving into or
+// out of it): the previous slot is then the revert target.
+func (r *Record) Soaking() bool {
+	return r.Previous != "" && (r.Phase == PhaseSwitching || r.Phase == PhaseSwitched || r.Phase == PhaseSwitchingBack)
+}
+
+// recordFix is the command that rewrites a damaged switch record: a forced
+// switch to the active slot writes it anew.
+func recordFix(d *state.Dir) string {
+	if a, err := slot.ReadActive(d); err == nil && a != "" {
+		return "kubectl bundle-switch to " + a + " --force (re-points every alias at the active slot " + a + " and starts a new soak with no previous slot)"
+	}
+	return "rm " + d.Join(RecordFile) + " (no slot is active: there is no switch to keep)"
 }
 
 func (s *Switcher) save(r *Record) error {
@@ -100,13 +133,14 @@ func (s *Switcher) save(r *Record) error {
 	return state.WriteFile(s.recordPath(), append(data, '\n'))
 }
 
-// Active reads the active pointer ("" when none).
-func (s *Switcher) Active() (string, error) {
-	a, err := state.ReadPointer(s.Dir.Join("active"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	return a, err
+// Active reads the active pointer ("" when none; damage is an error).
+func (s *Switcher) Active() (string, error) { return slot.ReadActive(s.Dir) }
+
+// isDamage reports whether err is damaged state, which a forced switch
+// overwrites.
+func isDamage(err error) bool {
+	var de *state.DamageError
+	return errors.As(err, &de)
 }
 
 // ConflictError is a switch that may not run now.
@@ -154,9 +188,9 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after str
 	if err := s.save(sw); err != nil {
 		return nil, err
 	}
-	if a, err := s.Active(); err != nil {
+	if a, err := s.Active(); err != nil && !isDamage(err) {
 		return nil, err
-	} else if a != target {
+	} else if err != nil || a != target {
 		state.CrashPoint("switch:before-active")
 		if err := state.WriteFile(s.Dir.Join("active"), []byte(target+"\n")); err != nil {
 			return nil, err
@@ -210,12 +244,14 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if rec.State != slot.StateReady {
 		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready", target, rec.State)}
 	}
+	// A forced switch rewrites a damaged pointer or switch record: it is
+	// the repair their errors name.
 	sw, err := s.Load()
-	if err != nil {
+	if err != nil && !(force && isDamage(err)) {
 		return nil, err
 	}
 	active, err := s.Active()
-	if err != nil {
+	if err != nil && !(force && isDamage(err)) {
 		return nil, err
 	}
 	// Resuming an interrupted switch, or completing the moves to the slot
@@ -236,6 +272,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	previous := active
 	if resuming {
 		previous = sw.Previous
+	}
+	if previous == target {
+		previous = "" // a switch to the slot already active keeps no revert target
 	}
 	var out *Record
 	doMove := func() error {

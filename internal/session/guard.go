@@ -1,0 +1,155 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
+)
+
+// EnvStep names the variable `journal run` sets for the command of a step:
+// TXN/PHASE, the step that command runs on behalf of. The step is owned by
+// the live journal run process (it holds the step lock); its command
+// inherits the ownership through this variable.
+const EnvStep = "KUBECTL_BUNDLE_STEP"
+
+// Change is what a command is about to do to a slot.
+type Change string
+
+// The changes the guard rules on.
+const (
+	Create  Change = "create"
+	Deploy  Change = "deploy into"
+	Destroy Change = "destroy"
+)
+
+// owners is the one table of which running step may change a protected
+// slot, and how (issue: the promise as an invariant). Blue-green needs no
+// entry: its candidate is never protected, and accept ends the soak before
+// RETIRED destroys the old slot.
+var owners = map[journal.Strategy]map[journal.Phase][]Change{
+	journal.InPlace: {
+		journal.Deploying: {Deploy},
+		journal.Restoring: {Deploy},
+	},
+	journal.Recreate: {
+		journal.Teardown:         {Destroy},
+		journal.Building:         {Create, Deploy},
+		journal.BuildingFallback: {Destroy, Create, Deploy},
+	},
+}
+
+// Protection is what the state says is protected now.
+type Protection struct {
+	// Active is the active slot ("" on a site where none is active yet).
+	Active string
+	// Soaking is the previous slot while a switch soaks: the revert target.
+	Soaking string
+	// Txn is the open transaction, if any.
+	Txn *journal.Transaction
+}
+
+// Protection reads the active pointer, the switch record and the open
+// transaction, failing closed: damage to any is an error, never "none".
+func (s *Session) Protection() (*Protection, error) {
+	active, err := slot.ReadActive(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	sw, err := switchover.LoadRecord(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.Journal.Load()
+	if err != nil {
+		return nil, err
+	}
+	p := &Protection{Active: active, Txn: t}
+	if sw != nil && sw.Soaking() {
+		p.Soaking = sw.Previous
+	}
+	return p, nil
+}
+
+// Why says why name is protected ("" when it is not).
+func (p *Protection) Why(name string) string {
+	switch name {
+	case p.Active:
+		return "it is the active slot"
+	case p.Soaking:
+		return "it is the previous slot, kept as the revert target while the switch soaks"
+	}
+	return ""
+}
+
+// Guard refuses change to a protected slot unless the running step of the
+// open transaction owns that change (the owners table, and this process
+// runs that step), or force is set: then the override is said on log and
+// recorded in the history. Every mutating command that touches a slot
+// calls it before its first write.
+func (s *Session) Guard(name string, c Change, force bool) error {
+	if !s.Mutating() {
+		return errors.New("guard: the session is read-only")
+	}
+	p, err := s.Protection()
+	if err != nil {
+		return err
+	}
+	why := p.Why(name)
+	if why == "" || s.owns(p.Txn, name, c) {
+		return nil
+	}
+	if force {
+		msg := fmt.Sprintf("--force: %s slot %s although %s", c, name, why)
+		if s.log != nil {
+			fmt.Fprintf(s.log, "WARNING: %s\n", msg)
+		}
+		return s.Journal.Record(journal.Event{Type: "force", Slot: name, Detail: msg, Status: journal.StatusDone})
+	}
+	return errkind.New(errkind.Conflict, "slot %s is protected: %s; %s", name, why, protectedAdvice(p, name, c))
+}
+
+// owns reports whether this process runs the step of t that may make
+// change c to slot name.
+func (s *Session) owns(t *journal.Transaction, name string, c Change) bool {
+	if t == nil || t.Status != journal.StatusStarted || s.step != StepID(t) || t.Slots.Active != name {
+		return false
+	}
+	for _, allowed := range owners[t.Strategy][t.Phase] {
+		if allowed == c {
+			return true
+		}
+	}
+	return false
+}
+
+// StepID names the running step of t as EnvStep carries it.
+func StepID(t *journal.Transaction) string { return t.ID + "/" + string(t.Phase) }
+
+func protectedAdvice(p *Protection, name string, c Change) string {
+	switch {
+	case name == p.Soaking:
+		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
+	case c == Destroy:
+		return "make another slot active first (kubectl bundle-switch to SLOT), or destroy it through a recreate update (scripts/recreate.sh PACKAGE)"
+	}
+	return "update it through a strategy (scripts/in-place.sh or scripts/recreate.sh PACKAGE), or build another slot and switch (scripts/blue-green.sh apply PACKAGE)"
+}
+
+// stepConflict refuses a mutating command while a live process other than
+// this one's owner runs a step of the transaction.
+func stepConflict(d *state.Dir, step string) error {
+	h, err := d.StepRunning()
+	if err != nil || h == nil || (step != "" && h.Step == step) {
+		return err
+	}
+	return errkind.New(errkind.Conflict, "step %s is running in pid %d (%s) since %s: wait for it to finish; if it hangs, stop it (kill %d) and re-run the same script, which takes the step over",
+		h.Step, h.PID, h.Command, h.Since.Format("2006-01-02T15:04:05Z07:00"), h.PID)
+}
+
+func envStep() string { return os.Getenv(EnvStep) }
