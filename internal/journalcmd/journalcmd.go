@@ -171,6 +171,9 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err := s.j.RefuseIfOpen(); err != nil {
 		return err
 	}
+	if err := s.GuardBegin(st, slots.Active, slots.Candidate); err != nil {
+		return err
+	}
 	fallback, err := beginFallback(s.dir, st, slots.Active, cmd.String("fallback"))
 	if err != nil {
 		return err

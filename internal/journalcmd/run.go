@@ -66,13 +66,13 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		return err
 	}
 	defer stepLock.Unlock()
-	if !s.common.Quiet {
-		fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
-	}
 	var code int
 	ran := false
 	err = journal.RunStep(unlockedPhase{streams, cmd, p, stepID}, func() error {
 		ran = true
+		if !s.common.Quiet {
+			fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
+		}
 		var runErr error
 		code, runErr = runner.Exec{Env: []string{statesession.EnvStep + "=" + stepID}}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
 		switch {

@@ -105,13 +105,13 @@ func (s *Session) Guard(name string, c Change, force bool) error {
 		return nil
 	}
 	if force {
-		msg := fmt.Sprintf("--force: %s slot %s although %s", c, name, why)
+		msg := fmt.Sprintf("%s slot %s although %s", c, name, why)
 		if s.log != nil {
-			fmt.Fprintf(s.log, "WARNING: %s\n", msg)
+			fmt.Fprintf(s.log, "WARNING: --force: %s\n", msg)
 		}
-		return s.Journal.Record(journal.Event{Type: "force", Slot: name, Detail: msg, Status: journal.StatusDone})
+		return s.Journal.Record(journal.Event{Type: "force", Slot: name, Detail: msg + " (--force)", Status: journal.StatusDone})
 	}
-	return errkind.New(errkind.Conflict, "slot %s is protected: %s; %s", name, why, protectedAdvice(p, name, c))
+	return errkind.New(errkind.Conflict, "slot %s is protected: %s; %s; or pass --force (said and recorded in the history)", name, why, s.protectedAdvice(p, name, c))
 }
 
 // owns reports whether this process runs the step of t that may make
@@ -131,14 +131,23 @@ func (s *Session) owns(t *journal.Transaction, name string, c Change) bool {
 // StepID names the running step of t as EnvStep carries it.
 func StepID(t *journal.Transaction) string { return t.ID + "/" + string(t.Phase) }
 
-func protectedAdvice(p *Protection, name string, c Change) string {
+func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 	switch {
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
 	case c == Destroy:
-		return "make another slot active first (kubectl bundle-switch to SLOT), or destroy it through a recreate update (scripts/recreate.sh PACKAGE)"
+		other := "SLOT"
+		if names, _ := slot.List(s.Dir); len(names) > 0 {
+			for _, n := range names {
+				if n != name {
+					other = n
+					break
+				}
+			}
+		}
+		return fmt.Sprintf("make another slot active first (kubectl bundle-switch to %s), or rebuild it through a recreate update (scripts/recreate.sh PACKAGE)", other)
 	}
-	return "update it through a strategy (scripts/in-place.sh or scripts/recreate.sh PACKAGE), or build another slot and switch (scripts/blue-green.sh apply PACKAGE)"
+	return "update it through a strategy (scripts/in-place.sh PACKAGE or scripts/recreate.sh PACKAGE), or build another slot and switch to it (scripts/blue-green.sh apply PACKAGE)"
 }
 
 // stepConflict refuses a mutating command while a live process other than
@@ -153,3 +162,25 @@ func stepConflict(d *state.Dir, step string) error {
 }
 
 func envStep() string { return os.Getenv(EnvStep) }
+
+// GuardBegin checks, before a transaction is opened, that its slots agree
+// with the state: the slot a strategy names as active is the active one,
+// and the candidate is not protected.
+func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) error {
+	p, err := s.Protection()
+	if err != nil {
+		return err
+	}
+	if active != "" && p.Active != "" && active != p.Active {
+		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
+	}
+	if st != journal.BlueGreen && active == "" && p.Active != "" {
+		return errkind.New(errkind.Usage, "%s updates the active slot: add --active %s", st, p.Active)
+	}
+	if candidate != "" {
+		if why := p.Why(candidate); why != "" {
+			return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s", candidate, why)
+		}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -49,6 +50,31 @@ func mergedConfig(explicit string) (*clientcmdapi.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = explicit
 	return rules.Load()
+}
+
+// checkAlias checks, before any write, that the alias context can be
+// pointed at context target: the named kubeconfig exists and holds target.
+func checkAlias(explicit, target string) error {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return errkind.New(errkind.Usage, "--kubeconfig %s: %w", explicit, err)
+		}
+	}
+	merged, err := mergedConfig(explicit)
+	if err != nil {
+		return errkind.New(errkind.Usage, "loading the kubeconfig: %w", err)
+	}
+	if _, ok := merged.Contexts[target]; !ok {
+		return errkind.New(errkind.Environment, "the slot's context %s is not in the kubeconfig%s (kubectl bundle-slot create writes it; pass the file it was written to with --kubeconfig)", target, inFile(explicit))
+	}
+	return nil
+}
+
+func inFile(explicit string) string {
+	if explicit == "" {
+		return ""
+	}
+	return " " + explicit
 }
 
 // pointAlias makes context alias use the cluster and user of context

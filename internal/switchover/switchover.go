@@ -269,6 +269,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 			return nil, err
 		}
 	}
+	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
+		return nil, err
+	}
 	previous := active
 	if resuming {
 		previous = sw.Previous
