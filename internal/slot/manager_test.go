@@ -153,7 +153,7 @@ func TestCreateDeployDestroy(t *testing.T) {
 		t.Errorf("saved record: %+v (%v)", loaded, err)
 	}
 
-	if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); err != nil {
+	if err := m.Destroy(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = fm.State()
@@ -184,7 +184,7 @@ func TestCreateAndDestroyAreIdempotent(t *testing.T) {
 		t.Errorf("kind create ran %d times, want 1", n)
 	}
 	for i := 0; i < 2; i++ {
-		if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); err != nil {
+		if err := m.Destroy(ctx, "a"); err != nil {
 			t.Fatalf("destroy %d: %v", i+1, err)
 		}
 	}
@@ -267,13 +267,6 @@ func TestRefusals(t *testing.T) {
 	var nv *slot.NotVerifiedError
 	if _, err := m.Deploy(ctx, "a", stagePackage(t, m.Dir, "unverified", false), slot.DeployOptions{}); !errors.As(err, &nv) {
 		t.Errorf("deploy of an unverified package: %v", err)
-	}
-	// The active slot.
-	if err := state.WriteFile(m.Dir.Join("active"), []byte("a\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Destroy(ctx, "a", slot.DestroyOptions{}); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "slot a is the active slot") {
-		t.Errorf("destroy of the active slot: %v", err)
 	}
 	// Other settings.
 	m.Config.RegistryImage = "registry:3"
