@@ -125,7 +125,10 @@ func TestDamageIsNotNone(t *testing.T) {
 			os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "active"))
 		},
 		"switch.json garbage": func(dir string) { write(t, dir, "active", "a\n"); write(t, dir, "switch.json", "{") },
-		"switch.json phase":   func(dir string) { write(t, dir, "active", "a\n"); write(t, dir, "switch.json", `{"phase":"X","target":"a"}`) },
+		"switch.json phase": func(dir string) {
+			write(t, dir, "active", "a\n")
+			write(t, dir, "switch.json", `{"phase":"X","target":"a"}`)
+		},
 	}
 	for name, damage := range cases {
 		t.Run(name, func(t *testing.T) {
