@@ -1,8 +1,10 @@
 package kubectlbundle_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,5 +62,72 @@ func TestLayering(t *testing.T) {
 		if (strings.Contains(body, "os.Stdout") || strings.Contains(body, "os.Stderr")) && f != "internal/cli/cli.go" {
 			t.Errorf("%s uses the process's streams: take IOStreams instead", f)
 		}
+	}
+}
+
+// TestExitCodesInOnePlace keeps the exit-code table in internal/cli:
+// libraries report an errkind.Kind, so no package but internal/errkind and
+// internal/cli declares an ExitCode method, and only internal/cli and the
+// mains use the cli.Exit* numbers or pass a number to os.Exit.
+func TestExitCodesInOnePlace(t *testing.T) {
+	exitConsts := map[string]bool{"ExitOK": true, "ExitNegative": true, "ExitUsage": true, "ExitEnvironment": true, "ExitConflict": true}
+	checked := 0
+	for _, root := range []string{"internal", "cmd"} {
+		err := filepath.WalkDir(root, func(f string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(f, ".go") {
+				return err
+			}
+			dir := filepath.ToSlash(filepath.Dir(f))
+			inCLI := dir == "internal/cli"
+			isMain := strings.HasPrefix(dir, "cmd/") && filepath.Base(f) == "main.go"
+			parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+			if err != nil {
+				return err
+			}
+			checked++
+			cliName := ""
+			for _, imp := range parsed.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/kubectl-bundle/kubectl-bundle/internal/cli" {
+					cliName = "cli"
+					if imp.Name != nil {
+						cliName = imp.Name.Name
+					}
+				}
+			}
+			ast.Inspect(parsed, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.FuncDecl:
+					if n.Recv != nil && n.Name.Name == "ExitCode" && !inCLI && dir != "internal/errkind" {
+						t.Errorf("%s declares an ExitCode method: report an errkind.Kind (ErrorKind) instead; internal/cli maps kinds to numbers", f)
+					}
+				case *ast.SelectorExpr:
+					x, ok := n.X.(*ast.Ident)
+					if !ok || inCLI || isMain {
+						return true
+					}
+					if x.Name == cliName && exitConsts[n.Sel.Name] && !strings.HasSuffix(f, "_test.go") {
+						t.Errorf("%s uses %s.%s: return an error of the right errkind.Kind instead", f, cliName, n.Sel.Name)
+					}
+				case *ast.CallExpr:
+					sel, ok := n.Fun.(*ast.SelectorExpr)
+					if !ok || inCLI || isMain || sel.Sel.Name != "Exit" || len(n.Args) != 1 {
+						return true
+					}
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" {
+						if _, lit := n.Args[0].(*ast.BasicLit); lit {
+							t.Errorf("%s calls os.Exit with a number: only main exits, with cli's code", f)
+						}
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d files checked: run from the repository root", checked)
 	}
 }
