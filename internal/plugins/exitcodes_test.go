@@ -72,7 +72,7 @@ func TestExitCodeTable(t *testing.T) {
 		{"kubectl-bundle-slot", "list", nil, []string{"list"}, 0, ``},
 		{"kubectl-bundle-slot", "unverified package", withSlotA, []string{"deploy", "a", pkg}, 1, `error: package .* has not been verified and staged`},
 		{"kubectl-bundle-slot", "unknown slot", nil, []string{"describe", "nosuch"}, 2, `error: slot "nosuch" does not exist`},
-		{"kubectl-bundle-slot", "missing package", withSlotA, []string{"deploy", "a", "nosuch.tar.zst"}, 2, `error: reading package nosuch.tar.zst: .*no such file or directory`},
+		{"kubectl-bundle-slot", "missing package", withSlotA, []string{"deploy", "a", "nosuch.tar.zst"}, 2, `^error: .*"nosuch.tar.zst" is neither a sha256 digest nor a readable file: open nosuch.tar.zst: no such file or directory\n$`},
 		{"kubectl-bundle-slot", "state dir unusable", nil, []string{"--state-dir", notADir, "destroy", "a"}, 3, `^error: `},
 		{"kubectl-bundle-slot", "locked", locked, []string{"destroy", "a"}, 4, `error: state dir is locked by pid \d+`},
 
@@ -91,7 +91,7 @@ func TestExitCodeTable(t *testing.T) {
 		{"kubectl-bundle-journal", "a step's check failed", begun, []string{"run", "VERIFIED", "--", "sh", "-c", "exit 1"}, 1, `error: VERIFIED failed: sh exited 1`},
 		{"kubectl-bundle-journal", "a step's foreign code", begun, []string{"run", "VERIFIED", "--", "sh", "-c", "exit 7"}, 3, `error: VERIFIED failed: sh exited 7`},
 		{"kubectl-bundle-journal", "bad step status", begun, []string{"step", "PROVISIONING", "maybe"}, 2, `^error: `},
-		{"kubectl-bundle-journal", "missing package", nil, []string{"begin", "--strategy", "in-place", "--package", "nosuchfile"}, 2, `error: --package "nosuchfile" is neither a sha256 digest nor a readable file`},
+		{"kubectl-bundle-journal", "missing package", nil, []string{"begin", "--strategy", "in-place", "--package", "nosuchfile"}, 2, `^error: --package: .*"nosuchfile" is neither a sha256 digest nor a readable file`},
 		{"kubectl-bundle-journal", "damaged journal", damaged, []string{"status"}, 3, `error: .*transaction.json is unreadable`},
 		{"kubectl-bundle-journal", "no transaction", nil, []string{"run", "VERIFIED", "--", "true"}, 4, `error: no transaction in progress`},
 	}
