@@ -235,12 +235,30 @@ func TestRollbacksConvergeAfterAKillAtEveryStep(t *testing.T) {
 				}
 			})
 	})
+	// The same gate fails on the restored slot: the run exits 3 with the
+	// transaction open in the recovery phase and never records RESTORED;
+	// re-run with a gate that passes, it closes as RESTORED (exit 1).
+	restoredOnceGated := func(script string, recovery string) func(s *switchSite, n int) {
+		return func(s *switchSite, n int) {
+			if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.phase}/{.transaction.status}"); got != recovery+"/done" {
+				t.Errorf("kill %d then re-run: transaction in %q, want %s/done", n, got, recovery)
+			}
+			if got := s.field("kubectl-bundle-journal", "log", "-o", "jsonpath={[*].phase}"); strings.Contains(got, "RESTORED") {
+				t.Errorf("kill %d then re-run: RESTORED recorded though the restored slot fails its gate: %s", n, got)
+			}
+			out, killed, code := s.script(0, script, v2, "--gate", filepath.Join(s.root, "gate.yaml"), "--gate-timeout", "300ms")
+			if killed || code != 1 || !strings.Contains(out, "RESULT: FAIL (the previous deployment is in place)") {
+				t.Fatalf("kill %d, then re-run with a passing gate: exit %d:\n%s", n, code, out)
+			}
+			holds(s, n, "a", "demo/ready")
+		}
+	}
 	t.Run("in-place", func(t *testing.T) {
-		killEveryStep(t, site, 1, "in-place.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
-			func(s *switchSite, n int) { holds(s, n, "a", "demo/ready") })
+		killEveryStep(t, site, 3, "in-place.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
+			restoredOnceGated("in-place.sh", "RESTORING"))
 	})
 	t.Run("recreate", func(t *testing.T) {
-		killEveryStep(t, site, 1, "recreate.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
-			func(s *switchSite, n int) { holds(s, n, "a", "demo/ready") })
+		killEveryStep(t, site, 3, "recreate.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
+			restoredOnceGated("recreate.sh", "BUILDING_FALLBACK"))
 	})
 }

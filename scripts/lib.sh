@@ -41,9 +41,22 @@ esac
 VERIFY_ARGS=()
 DEPLOY_ARGS=()
 GATE_ARGS=()
+# RERUN_ARGS are this run's options with absolute paths, for the command
+# printed to run next; SELF is this script, absolute.
+RERUN_ARGS=()
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 SUMMARY=()
 PACKAGE=""
 LOG=""
+
+# abs PATH: PATH made absolute, so a printed command runs from anywhere
+# ("-" and absolute paths stay as they are).
+abs() {
+  case "$1" in
+    /* | -) echo "$1" ;;
+    *) echo "$PWD/$1" ;;
+  esac
+}
 
 die() {
   echo "$(basename "$0"): $*" >&2
@@ -61,16 +74,22 @@ parse_args() {
     esac
     case "$1" in
       --key)
-        VERIFY_ARGS+=(--key "$2")
-        DEPLOY_ARGS+=(--key "$2")
+        VERIFY_ARGS+=(--key "$(abs "$2")")
+        DEPLOY_ARGS+=(--key "$(abs "$2")")
+        RERUN_ARGS+=(--key "$(abs "$2")")
+        shift 2 ;;
+      --trusted-root)
+        VERIFY_ARGS+=("$1" "$(abs "$2")")
+        RERUN_ARGS+=("$1" "$(abs "$2")")
         shift 2 ;;
       --certificate-identity | --certificate-identity-regexp | --certificate-oidc-issuer | \
-        --certificate-oidc-issuer-regexp | --trusted-root)
+        --certificate-oidc-issuer-regexp)
         VERIFY_ARGS+=("$1" "$2")
+        RERUN_ARGS+=("$1" "$2")
         shift 2 ;;
-      --gate) GATE_ARGS+=(-f "$2"); shift 2 ;;
-      --gate-timeout) GATE_ARGS+=(--timeout "$2"); shift 2 ;;
-      --log) LOG=$2; shift 2 ;;
+      --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
+      --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
+      --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
       -h | --help) usage; exit 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *)
@@ -138,18 +157,19 @@ fail() {
   echo "FAIL: $*" >&2
 }
 
-# finish prints the summary and exits with CODE: 0 applied, 1 the update
-# failed and the previous deployment was kept or restored, 3 a rollback
-# step failed (kubectl bundle-journal status names the next command).
+# finish CODE [WHY] prints the summary and exits with CODE: 0 applied, 1
+# the update failed and the previous deployment was kept, or restored and
+# its gate passed, 3 a rollback step failed or the restored slot fails its
+# gate (WHY says which; kubectl bundle-journal status names the next command).
 finish() {
-  local code=$1
+  local code=$1 why=${2:-}
   echo ""
   echo "===== summary ====="
   printf '%s\n' "${SUMMARY[@]}"
   case "$code" in
     0) echo "RESULT: PASS" ;;
     1) echo "RESULT: FAIL (the previous deployment is in place)" ;;
-    *) echo "RESULT: FAIL (rollback incomplete: kubectl bundle-journal status says what to run next)" ;;
+    *) echo "RESULT: FAIL (${why:-rollback incomplete}: kubectl bundle-journal status says what to run next)" ;;
   esac
   exit "$code"
 }
@@ -166,8 +186,11 @@ close_if_untouched() {
 }
 
 # recover PHASE SLOT WHAT COMMAND...: run the recovery step COMMAND as
-# PHASE, gate SLOT again, close the transaction as RESTORED and exit 1;
-# exit 3 when the recovery step itself fails.
+# PHASE, gate SLOT again, and only when that gate passes close the
+# transaction as RESTORED and exit 1 (the previous deployment is in place).
+# Exit 3 when the recovery step fails or the restored slot fails its gate:
+# the transaction stays open in PHASE, and re-running this script (with a
+# gate that passes) gates the slot again and closes it.
 recover() {
   local phase=$1 slot=$2 what=$3
   shift 3
@@ -175,14 +198,29 @@ recover() {
     fail "$what: the recovery step failed"
     finish 3
   fi
-  if kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}"; then
-    pass "$what and its gate passes"
-  else
-    fail "$what, but its gate fails: see kubectl bundle-gate --slot $slot"
+  if ! kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}"; then
+    fail "$what, but its gate fails"
+    echo "BROKEN: slot $slot holds the previous package $(txn fallback | cut -c1-12) but fails its gate: the previous deployment is NOT confirmed in place (transaction $(txn id) stays open in $phase)" >&2
+    echo "see what fails: kubectl bundle-gate --slot $slot $(quoted "${GATE_ARGS[@]}")" >&2
+    echo "once it passes, run: $(rerun_command)" >&2
+    finish 3 "the restored slot $slot fails its gate: see BROKEN above"
   fi
+  pass "$what and its gate passes"
   step RESTORED true
   kb "$JOURNAL" end -q
   finish 1
+}
+
+# quoted ARGS...: ARGS as one line a shell reads back as the same words.
+quoted() {
+  [ $# -gt 0 ] || return 0
+  printf '%q ' "$@" | sed 's/ $//'
+}
+
+# rerun_command: this script with this run's package and options, with
+# absolute paths, as a line to paste.
+rerun_command() {
+  quoted "$SELF" "$PACKAGE" "${RERUN_ARGS[@]}"
 }
 
 # check_open STRATEGY: an open transaction must be this script's, for this
