@@ -119,12 +119,9 @@ func (s *switchSite) status() switchStatus {
 // holds the alias.
 func (s *switchSite) registriesOnNetwork() string {
 	s.t.Helper()
-	data, err := os.ReadFile(filepath.Join(s.root, "fakes", "state.json"))
+	m := &fakes.Machine{Dir: filepath.Join(s.root, "fakes")}
+	st, err := m.State()
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	var st fakes.State
-	if err := json.Unmarshal(data, &st); err != nil {
 		s.t.Fatal(err)
 	}
 	holder := ""

@@ -116,6 +116,16 @@ func TestDockerImitates(t *testing.T) {
 	if err := Probe(ctx, "http://127.0.0.1:5002/v2/"); err == nil {
 		t.Error("probe answers after the registry is gone")
 	}
+	// docker port answers what the test recorded for the container.
+	if err := m.Port("wl-lb", "0.0.0.0:40001\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("port", "wl-lb", "6443/tcp"); got != "0.0.0.0:40001\n" {
+		t.Errorf("port: %q", got)
+	}
+	if _, err := r.Run(ctx, "docker", "port", "other-lb", "6443/tcp"); err == nil || !strings.Contains(err.Error(), "No such container: other-lb") {
+		t.Errorf("port of an unknown container: %v", err)
+	}
 	calls := m.Calls()
 	if len(calls) == 0 || calls[0] != "docker run -d --name reg --network kind -p 127.0.0.1:5002:5000 --label dev.kubectl-bundle.slot=a --health-cmd wget --spider --quiet http://localhost:5000/v2/ || exit 1 --health-interval=1s registry:2 serve -x" {
 		t.Errorf("calls: %q", calls)

@@ -149,16 +149,6 @@ func (a *Archive) Remove(name string) {
 	a.Members = out
 }
 
-// Clone deep-copies the archive.
-func (a *Archive) Clone() *Archive {
-	c := &Archive{Compressed: a.Compressed}
-	for _, m := range a.Members {
-		d := append([]byte(nil), m.Data...)
-		c.Members = append(c.Members, &Member{Header: m.Header, Data: d})
-	}
-	return c
-}
-
 // SHA256 returns the hex sha256 of b.
 func SHA256(b []byte) string {
 	s := sha256.Sum256(b)
