@@ -95,7 +95,7 @@ accept() {
 revert() {
   parse_args "$@"
   check_open blue-green
-  [ -n "$(txn id)" ] || die "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
+  [ -n "$(txn id)" ] || refuse 4 "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
   local candidate
   candidate=$(txn slots.candidate)
   if ! done_phase SWITCHED_BACK; then

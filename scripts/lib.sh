@@ -59,8 +59,16 @@ abs() {
 }
 
 die() {
+  refuse 2 "$@"
+}
+
+# refuse CODE MSG...: say MSG and exit with CODE of the table
+# (docs/exit-codes.md): 2 usage, 3 a precondition missing, 4 a conflict.
+refuse() {
+  local code=$1
+  shift
   echo "$(basename "$0"): $*" >&2
-  exit 2
+  exit "$code"
 }
 
 # parse_args reads the verification material (as kubectl bundle-verify
@@ -251,7 +259,7 @@ begin_on_active() {
   [ -z "$(txn id)" ] || return 0
   local active
   active=$(active_slot)
-  [ -n "$active" ] || die "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
+  [ -n "$active" ] || refuse 3 "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
   kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" -q
 }
 

@@ -41,7 +41,7 @@ var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
 	errkind.Negative:    "deploy of a package verify has not accepted (without --insecure)",
 	errkind.Usage:       "an unknown slot, a bad setting, a package path that does not exist",
 	errkind.Environment: "preflight found a blocker (Docker down, a port or name taken, too little memory or disk); docker, kind or zarf failed",
-	errkind.Conflict:    "locked; the slot exists with other settings; the active slot (destroy without --force)",
+	errkind.Conflict:    "locked; the slot exists with other settings; a protected slot (the active one, or the previous one during a soak) without --force",
 })
 
 // Deps are the parts tests replace: the kind provider and the registry probe.
