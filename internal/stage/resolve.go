@@ -223,6 +223,9 @@ func (p *Package) restageFor(ref *Ref) string {
 }
 
 func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
 	if a, err := filepath.Abs(p); err == nil {
 		return a
 	}

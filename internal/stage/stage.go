@@ -121,6 +121,8 @@ func (s *Stager) Commit(sha256, name string, rec Record) (*Result, error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
+	// The record's files are found again from any directory.
+	rec.Key, rec.TrustedRoot, rec.Source = absPath(rec.Key), absPath(rec.TrustedRoot), absPath(rec.Source)
 	final := s.dir.Join(PackagesDir, sha256)
 	res := &Result{Dir: final, Path: filepath.Join(final, name)}
 	old := ""

@@ -152,7 +152,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			return kcli.Environment(err)
 		}
 		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: staged, ToolVersion: kcli.ToolVersion(),
-			Key: absPath(cmd.String("key")), TrustedRoot: absPath(cmd.String("trusted-root")), Source: absPath(path),
+			Key: cmd.String("key"), TrustedRoot: cmd.String("trusted-root"), Source: path,
 			Unsigned: opts.Signature.InsecureSkip})
 		if err != nil {
 			return kcli.Environment(err)
@@ -177,16 +177,4 @@ func writeReport(streams kcli.IOStreams, common *kcli.Common, rep *verify.Report
 		return nil
 	}
 	return rep.WriteText(streams.Out)
-}
-
-// absPath records a file given on the command line so that it is found
-// again from any directory ("" stays "").
-func absPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
 }
