@@ -122,7 +122,7 @@ fuzz:
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \
 	done
 
-## install: both spellings of every plugin into PREFIX (default ~/.local/bin)
+## install: both spellings of every plugin into PREFIX (default ~/.local/bin), and the strategy scripts into PREFIX/kubectl-bundle-scripts/
 install: build
 	@mkdir -p $(PREFIX)
 	@for p in $(PLUGINS); do \
@@ -132,9 +132,16 @@ install: build
 	  ln -sf kubectl-bundle-$$p $(PREFIX)/kubectl_complete-bundle_$$p; \
 	  echo "installed $(PREFIX)/kubectl-bundle-$$p (+ kubectl-bundle_$$p and the kubectl_complete- helpers)"; \
 	done
+	@# The strategy scripts beside the plugins, where the journal's next
+	@# command names them (kubectl-bundle-scripts/, as in the scripts archive).
+	@mkdir -p $(PREFIX)/kubectl-bundle-scripts
+	@install -m 0755 scripts/*.sh $(PREFIX)/kubectl-bundle-scripts/
+	@install -m 0644 scripts/README.md LICENSE $(PREFIX)/kubectl-bundle-scripts/
+	@echo "installed $(PREFIX)/kubectl-bundle-scripts/ (blue-green.sh, in-place.sh, recreate.sh, lib.sh)"
 
 uninstall:
 	@for p in $(PLUGINS); do rm -f $(PREFIX)/kubectl-bundle-$$p $(PREFIX)/kubectl-bundle_$$p $(PREFIX)/kubectl_complete-bundle-$$p $(PREFIX)/kubectl_complete-bundle_$$p; done
+	rm -rf $(PREFIX)/kubectl-bundle-scripts
 
 ## bench: the verify benchmark against zarf and openssl (~1 GB package; see docs/benchmarks.md)
 bench: build testbin

@@ -151,6 +151,7 @@ func run(stdout io.Writer, args []string) error {
 		for _, p := range c.Plugins {
 			fmt.Fprintf(stdout, "%s %s: %s\n", p.Name, p.Version, strings.Join(p.Platforms, " "))
 		}
+		fmt.Fprintf(stdout, "strategy scripts: %s\n", c.Scripts)
 	default:
 		return usageError(fmt.Sprintf("unknown command %q", args[0]))
 	}

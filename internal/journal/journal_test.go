@@ -291,3 +291,32 @@ func TestRecordInterleavesWithTransitions(t *testing.T) {
 		t.Fatalf("history after end: %v, %d events", err, len(h.Events))
 	}
 }
+
+// The next command names the strategy script installed beside the binary
+// (make install, the scripts archive), so that it runs as printed.
+func TestScriptPathFindsTheInstalledScripts(t *testing.T) {
+	if got := ScriptPath(InPlace); got != "scripts/in-place.sh" {
+		t.Fatalf("with nothing installed: %q, want the checkout's scripts/in-place.sh", got)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(filepath.Dir(exe), ScriptsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Skipf("cannot write beside the test binary: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	want := filepath.Join(dir, "in-place.sh")
+	if err := os.WriteFile(want, []byte("#!/usr/bin/env bash\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := ScriptPath(InPlace); got != want {
+		t.Errorf("installed: %q, want %q", got, want)
+	}
+	tx := &Transaction{Strategy: InPlace, Target: strings.Repeat("1", 64), Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusFailed,
+		Steps: []Step{{Phase: Deploying, Status: StatusFailed, Error: "boom"}}}
+	if got := Next(tx).Command; got != want+" /site/pkg.tar.zst" {
+		t.Errorf("next command %q, want %q", got, want+" /site/pkg.tar.zst")
+	}
+}

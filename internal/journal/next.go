@@ -1,6 +1,34 @@
 package journal
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ScriptsDir is the directory beside the plugin binaries that make install
+// and the kubectl-bundle-scripts release archive put the strategy scripts in.
+const ScriptsDir = "kubectl-bundle-scripts"
+
+// ScriptPath is the strategy's script as a command that runs as printed:
+// the installed copy in ScriptsDir beside this binary (or beside the file
+// its symlink names) when there is one, else its path in a source checkout.
+func ScriptPath(s Strategy) string {
+	name := string(s) + ".sh"
+	if exe, err := os.Executable(); err == nil {
+		dirs := []string{filepath.Dir(exe)}
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+		for _, d := range dirs {
+			p := filepath.Join(d, ScriptsDir, name)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p
+			}
+		}
+	}
+	return "scripts/" + name
+}
 
 // NextStep is what an operator should do next, as a command to paste.
 type NextStep struct {
@@ -14,7 +42,7 @@ type NextStep struct {
 // always right; the command names it.
 func Next(t *Transaction) NextStep {
 	n := NextStep{Phases: Legal(t)}
-	script := fmt.Sprintf("scripts/%s.sh %s", t.Strategy, pkgArg(t))
+	script := fmt.Sprintf("%s %s", ScriptPath(t.Strategy), pkgArg(t))
 	switch {
 	case IsFinal(t.Phase) && t.Status == StatusDone:
 		n.Command = "kubectl bundle-journal end"

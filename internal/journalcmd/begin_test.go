@@ -143,11 +143,11 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 			t.Errorf("fallback %q, want the package deployed in slot a, %s", tx.Fallback, demoDigest)
 		}
 	})
-	t.Run("the active pointer names the slot when --active is not given", func(t *testing.T) {
+	t.Run("in-place takes it too", func(t *testing.T) {
 		dir, d := newStateDir(t)
 		stageDemo(t, dir)
 		activeSlot(t, d, "b", demoDigest)
-		if code, _, stderr := run(t, dir, "begin", "--strategy", "in-place", "--package", target, "-q"); code != 0 {
+		if code, _, stderr := run(t, dir, "begin", "--strategy", "in-place", "--package", target, "--active", "b", "-q"); code != 0 {
 			t.Fatalf("begin: exit %d: %s", code, stderr)
 		}
 		if tx := openTxn(t, d); tx.Fallback != demoDigest {

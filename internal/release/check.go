@@ -38,6 +38,8 @@ type Checked struct {
 	// Files is every file checksums.txt lists.
 	Files   int             `json:"files"`
 	Plugins []CheckedPlugin `json:"plugins"`
+	// Scripts is the strategy scripts' archive.
+	Scripts string `json:"scripts"`
 }
 
 // CheckedPlugin is one plugin's manifest and the platforms it installs on.
@@ -55,7 +57,8 @@ type CheckedPlugin struct {
 // platforms point at listed archives with the manifest's sha256, each
 // holding LICENSE and bin built for the platform's os and arch, and an SPDX
 // SBOM beside each archive that lists every module the binary was built
-// from. All problems are returned, joined.
+// from; and the strategy scripts' archive (checkScripts). All problems are
+// returned, joined.
 func CheckRelease(dist string, pub crypto.PublicKey, krewNames []string) (*Checked, error) {
 	sums, err := os.ReadFile(filepath.Join(dist, ChecksumsFile))
 	if err != nil {
@@ -96,6 +99,11 @@ func CheckRelease(dist string, pub crypto.PublicKey, krewNames []string) (*Check
 		}
 		c.Plugins = append(c.Plugins, *p)
 	}
+	scripts, err := checkScripts(dist, listed)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Scripts = scripts
 	return c, errors.Join(errs...)
 }
 

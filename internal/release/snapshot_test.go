@@ -166,8 +166,11 @@ func TestReleaseSnapshotPassesTheCheck(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Verified OK") {
 		t.Errorf("cosign verify-blob checksums.txt: %v\n%s", err, out)
 	}
-	if want := 2 * len(testTargets) * len(plugins.All()); c.Files != want {
-		t.Errorf("checksums.txt lists %d files, want %d (archives and SBOMs)", c.Files, want)
+	if want := 2*len(testTargets)*len(plugins.All()) + 1; c.Files != want {
+		t.Errorf("checksums.txt lists %d files, want %d (archives and SBOMs, and the scripts' archive)", c.Files, want)
+	}
+	if !strings.HasPrefix(c.Scripts, ScriptsArchivePrefix) || !strings.HasSuffix(c.Scripts, "-snapshot.tar.gz") {
+		t.Errorf("scripts archive %q", c.Scripts)
 	}
 	// Built as .goreleaser.yaml says: static, trimmed paths, stripped,
 	// stamped with the release's version.
