@@ -69,6 +69,16 @@ func (s *Session) Protection() (*Protection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if active != "" {
+		// A pointer to a slot with no record is damage, except while a
+		// recreate of that slot has torn it down to rebuild it.
+		_, lerr := slot.Load(s.Dir, active)
+		var nf *slot.NotFoundError
+		rebuilding := t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active
+		if errors.As(lerr, &nf) && !rebuilding {
+			return nil, &state.DamageError{Path: s.Dir.Join(slot.ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: slot.ActiveFix(s.Dir)}
+		}
+	}
 	p := &Protection{Active: active, Txn: t}
 	if sw != nil && sw.Soaking() {
 		p.Soaking = sw.Previous

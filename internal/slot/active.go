@@ -25,7 +25,7 @@ func ReadActive(d *state.Dir) (string, error) {
 		return "", nil
 	}
 	damage := func(problem string) error {
-		return &state.DamageError{Path: p, Problem: problem, Fix: activeFix(d)}
+		return &state.DamageError{Path: p, Problem: problem, Fix: ActiveFix(d)}
 	}
 	switch {
 	case err != nil:
@@ -40,10 +40,10 @@ func ReadActive(d *state.Dir) (string, error) {
 	return s, nil
 }
 
-// activeFix is the command that rewrites a damaged pointer: switch to a slot
+// ActiveFix is the command that rewrites a damaged pointer: switch to a slot
 // that exists (the operator picks when there are several), or remove the
 // pointer when no slot exists.
-func activeFix(d *state.Dir) string {
+func ActiveFix(d *state.Dir) string {
 	names, _ := List(d)
 	var cmds []string
 	for _, n := range names {

@@ -150,12 +150,14 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 	return tw.Flush()
 }
 
-// active reads the active pointer for a report: damage is said on stderr
-// with its repair and the report goes on, showing no slot as active.
+// active reads the active pointer for a report: damage (to it, the switch
+// record or the journal) is said on stderr with its repair and the report
+// goes on, showing no slot as active.
 func (s *session) active() string {
-	a, err := slot.ReadActive(s.dir)
+	p, err := s.Protection()
 	if err != nil {
 		kcli.Errorf(s.streams.ErrOut, fmt.Errorf("warning: %w", err))
+		return ""
 	}
-	return a
+	return p.Active
 }
