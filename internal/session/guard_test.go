@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -20,6 +21,17 @@ func open(t *testing.T, dir string) *Session {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// slots records ready slots a, b and c.
+func slots(t *testing.T, dir string) {
+	t.Helper()
+	d := &state.Dir{Path: dir}
+	for _, n := range []string{"a", "b", "c"} {
+		if err := slot.Save(d, &slot.Record{Name: n, State: slot.StateReady}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func write(t *testing.T, dir, name, body string) {
@@ -36,6 +48,7 @@ func write(t *testing.T, dir, name, body string) {
 // the previous one, are refused (a conflict naming why); other slots pass.
 func TestGuardProtectsActiveAndSoakingSlots(t *testing.T) {
 	dir := t.TempDir()
+	slots(t, dir)
 	write(t, dir, "active", "b\n")
 	write(t, dir, "switch.json", `{"phase":"SWITCHED","target":"b","previous":"a","soakWindow":"24h"}`)
 	s := open(t, dir)
@@ -60,6 +73,7 @@ func TestGuardProtectsActiveAndSoakingSlots(t *testing.T) {
 // TestGuardForceIsRecorded: --force passes, and the history says so.
 func TestGuardForceIsRecorded(t *testing.T) {
 	dir := t.TempDir()
+	slots(t, dir)
 	write(t, dir, "active", "a\n")
 	s := open(t, dir)
 	if err := s.Guard("a", Destroy, true); err != nil {
@@ -78,6 +92,7 @@ func TestGuardForceIsRecorded(t *testing.T) {
 // passes, and only in the process that runs it.
 func TestGuardOwnerStep(t *testing.T) {
 	dir := t.TempDir()
+	slots(t, dir)
 	write(t, dir, "active", "a\n")
 	s := open(t, dir)
 	txn, err := s.Journal.Begin(journal.BeginOptions{Strategy: journal.InPlace, Target: "x", Slots: journal.Slots{Active: "a"}})
@@ -133,6 +148,7 @@ func TestDamageIsNotNone(t *testing.T) {
 	for name, damage := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
+			slots(t, dir)
 			damage(dir)
 			s := open(t, dir)
 			err := s.Guard("b", Deploy, false)
