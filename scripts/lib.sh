@@ -58,6 +58,18 @@ abs() {
   esac
 }
 
+# same_file A B: A and B name the same file, however each is spelled
+# (relative, with .., through a symlinked directory).
+same_file() {
+  [ "$1" = "$2" ] && return 0
+  [ -e "$1" ] && [ -e "$2" ] || return 1
+  [ "$(realpath_of "$1")" = "$(realpath_of "$2")" ]
+}
+
+realpath_of() {
+  echo "$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1")"
+}
+
 die() {
   refuse 2 "$@"
 }
@@ -238,7 +250,7 @@ check_open() {
   strategy=$(txn strategy)
   [ -z "$strategy" ] && return 0
   package=$(txn package)
-  if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && [ "$package" != "$PACKAGE" ]; }; then
+  if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && ! same_file "$package" "$PACKAGE"; }; then
     echo "$(basename "$0"): transaction $(txn id) ($strategy, package ${package:-$(txn target)}) is open; finish it first:" >&2
     "$JOURNAL" status >&2 || true
     exit 4

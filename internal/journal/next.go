@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ScriptsDir is the directory beside the plugin binaries that make install
@@ -34,15 +35,63 @@ func ScriptPath(s Strategy) string {
 type NextStep struct {
 	Phases  []Phase `json:"phases"`
 	Command string  `json:"command"`
-	Why     string  `json:"why"`
+	// Alternatives are other commands that also make progress (during a
+	// soak: revert beside accept).
+	Alternatives []string `json:"alternatives,omitempty"`
+	Why          string   `json:"why"`
 }
 
-// Next says what comes next for t: the legal phases and the exact command.
-// The strategy's orchestrator resumes from the journal, so re-running it is
-// always right; the command names it.
-func Next(t *Transaction) NextStep {
+// Verification is the material a strategy script verifies a package with,
+// as the staged package's record keeps it: a key, or a keyless signer's
+// identity and issuer with the trusted root.
+type Verification struct {
+	Key, TrustedRoot, Identity, Issuer string
+}
+
+// Args are v as the scripts' flags, nil when v says nothing usable.
+func (v *Verification) Args() []string {
+	switch {
+	case v == nil:
+		return nil
+	case v.Key != "":
+		return []string{"--key", shellWord(v.Key)}
+	case v.Identity != "" && v.Issuer != "":
+		a := []string{"--certificate-identity", shellWord(v.Identity), "--certificate-oidc-issuer", shellWord(v.Issuer)}
+		if v.TrustedRoot != "" {
+			a = append(a, "--trusted-root", shellWord(v.TrustedRoot))
+		}
+		return a
+	}
+	return nil
+}
+
+// MaterialHint says what to add to a script's command when the package's
+// verification material is not known.
+const MaterialHint = "add the verification material the package is signed with: --key ABS_PATH, or --certificate-identity ID --certificate-oidc-issuer URL --trusted-root ABS_PATH (or set ZARF_VERIFY_KEY)"
+
+// Next says what comes next for t when its verification material is not
+// known; NextWith is the same with it.
+func Next(t *Transaction) NextStep { return NextWith(t, nil) }
+
+// NextWith says what comes next for t: the legal phases and the exact
+// command. The strategy's orchestrator resumes from the journal, so
+// re-running it is always right; the command names it, with its
+// subcommand, the package's absolute path and v's verification material.
+func NextWith(t *Transaction, v *Verification) NextStep {
 	n := NextStep{Phases: Legal(t)}
-	script := fmt.Sprintf("%s %s", ScriptPath(t.Strategy), pkgArg(t))
+	script := ScriptPath(t.Strategy)
+	run := []string{script}
+	if t.Strategy == BlueGreen {
+		run = append(run, "apply")
+	}
+	run = append(run, shellWord(pkgArg(t)))
+	material := v.Args()
+	run = append(run, material...)
+	apply := strings.Join(run, " ")
+	hint := ""
+	if material == nil {
+		hint = "; " + MaterialHint
+	}
 	switch {
 	case IsFinal(t.Phase) && t.Status == StatusDone:
 		n.Command = "kubectl bundle-journal end"
@@ -50,16 +99,31 @@ func Next(t *Transaction) NextStep {
 		if t.Phase == Aborted {
 			n.Why = "the transaction was aborted; run the cleanup it printed, then end it"
 		}
+		return n
+	case t.Strategy == BlueGreen && (t.Phase == Switched || t.Phase == Soaking) && t.Status == StatusDone:
+		n.Command = script + " accept"
+		n.Alternatives = []string{script + " revert"}
+		n.Why = "soaking: accept or revert (accept retires the previous slot; revert switches back to it and destroys the candidate)"
+		return n
+	case t.Strategy == BlueGreen && (t.Phase == Accepted || t.Phase == Retired):
+		n.Command = script + " accept"
+		n.Why = fmt.Sprintf("%s is %s: accept finishes retiring the previous slot", t.Phase, t.Status)
+		return n
+	case t.Strategy == BlueGreen && t.Step(SwitchedBack) != nil:
+		n.Command = script + " revert"
+		n.Why = fmt.Sprintf("a revert was under way (%s %s): revert finishes it", t.Phase, t.Status)
+		return n
 	case t.Status == StatusFailed:
-		n.Command = script
+		n.Command = apply
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
 	case t.Status == StatusStarted:
-		n.Command = script
+		n.Command = apply
 		n.Why = fmt.Sprintf("%s started but did not finish (the process was interrupted): re-running the orchestrator redoes it from a clean state", t.Phase)
 	default:
-		n.Command = script
+		n.Command = apply
 		n.Why = fmt.Sprintf("%s is done: the orchestrator goes on with %s", t.Phase, phaseList(n.Phases))
 	}
+	n.Why += hint
 	return n
 }
 
@@ -68,6 +132,14 @@ func pkgArg(t *Transaction) string {
 		return t.Package
 	}
 	return t.Target
+}
+
+// shellWord makes s one shell word when it needs to be.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Cleanup lists what an operator must still run after aborting t.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -163,6 +164,13 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 		return fmt.Errorf("--package: %w", err)
 	}
 	digest, path := ref.Digest, ref.File
+	if path != "" {
+		// Absolute, so that the scripts and the next command find it from
+		// any directory.
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+	}
 	s, err := openSession(streams, cmd, true)
 	if err != nil {
 		return err
@@ -182,7 +190,7 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	return writeTxn(streams, s.common, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
+	return writeTxn(streams, s.common, s.dir, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
 }
 
 // beginSlots checks --active and --candidate against the strategy, by the
@@ -274,7 +282,7 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if s.common.Output == kcli.OutputJSON {
 		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t}
 		if t != nil {
-			n := journal.Next(t)
+			n := nextOf(s.dir, t)
 			v.Next = &n
 		}
 		return kcli.WriteJSON(streams.Out, v)
@@ -283,7 +291,7 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 		fmt.Fprintln(streams.Out, "no transaction in progress")
 		return nil
 	}
-	return writeText(streams.Out, t)
+	return writeText(streams.Out, t, nextOf(s.dir, t))
 }
 
 func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
@@ -370,7 +378,7 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	return writeTxn(streams, s.common, t, fmt.Sprintf("recorded %s %s", p, cmd.Args().Get(1)))
+	return writeTxn(streams, s.common, s.dir, t, fmt.Sprintf("recorded %s %s", p, cmd.Args().Get(1)))
 }
 
 func abort(streams kcli.IOStreams, cmd *cli.Command) error {

@@ -8,6 +8,8 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // statusView is the JSON of status.
@@ -18,7 +20,7 @@ type statusView struct {
 	Next        *journal.NextStep    `json:"next,omitempty"`
 }
 
-func writeText(w io.Writer, t *journal.Transaction) error {
+func writeText(w io.Writer, t *journal.Transaction, n journal.NextStep) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "transaction %s (%s), since %s\n", t.ID, t.Strategy, t.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(&b, "target    %s\n", t.Target)
@@ -46,8 +48,11 @@ func writeText(w io.Writer, t *journal.Transaction) error {
 	if t.LastError != "" {
 		fmt.Fprintf(&b, "last error: %s\n", t.LastError)
 	}
-	n := journal.Next(t)
-	fmt.Fprintf(&b, "next: %s\n  (%s)\n", n.Command, n.Why)
+	fmt.Fprintf(&b, "next: %s\n", n.Command)
+	for _, alt := range n.Alternatives {
+		fmt.Fprintf(&b, "  or: %s\n", alt)
+	}
+	fmt.Fprintf(&b, "  (%s)\n", n.Why)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -59,15 +64,27 @@ func dash(s string) string {
 	return s
 }
 
-func writeTxn(streams kcli.IOStreams, common *kcli.Common, t *journal.Transaction, msg string) error {
+func writeTxn(streams kcli.IOStreams, common *kcli.Common, d *state.Dir, t *journal.Transaction, msg string) error {
+	n := nextOf(d, t)
 	if common.Output == kcli.OutputJSON {
-		n := journal.Next(t)
 		return kcli.WriteJSON(streams.Out, statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: &n})
 	}
 	if common.Quiet {
 		return nil
 	}
-	n := journal.Next(t)
 	_, err := fmt.Fprintf(streams.Out, "%s\nphase: %s (%s)\nnext: %s\n", msg, t.Phase, t.Status, n.Command)
 	return err
+}
+
+// nextOf is journal.NextWith with the verification material of t's target
+// as its staged record keeps it, when the target is staged.
+func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
+	var v *journal.Verification
+	if d != nil && t.Target != "" {
+		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Target}); err == nil {
+			r := p.Record
+			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
+		}
+	}
+	return journal.NextWith(t, v)
 }
