@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -23,6 +24,14 @@ func CommonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: OutputText, Usage: "output format: text or json"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress and no text report; the exit code tells the result"},
 	}
+}
+
+// Log is where progress and notes go: ErrOut, or nowhere with -q.
+func (c *Common) Log(streams IOStreams) io.Writer {
+	if c.Quiet {
+		return nil
+	}
+	return streams.ErrOut
 }
 
 // ParseCommon reads and validates the standard flags.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -136,11 +135,7 @@ func openWith(streams kcli.IOStreams, cmd *cli.Command, o statesession.Options) 
 	if err != nil {
 		return nil, err
 	}
-	var log io.Writer
-	if !common.Quiet {
-		log = streams.ErrOut
-	}
-	o.StateDir, o.Log = common.StateDir, log
+	o.StateDir, o.Log = common.StateDir, common.Log(streams)
 	ss, err := statesession.Open(o)
 	if err != nil {
 		return nil, err

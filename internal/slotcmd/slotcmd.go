@@ -167,10 +167,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*se
 	if err != nil {
 		return nil, err
 	}
-	var log = streams.ErrOut
-	if common.Quiet {
-		log = nil
-	}
+	log := common.Log(streams)
 	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -108,10 +107,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 	if err != nil {
 		return nil, err
 	}
-	var log io.Writer
-	if !common.Quiet {
-		log = streams.ErrOut
-	}
+	log := common.Log(streams)
 	ss, err := statesession.Open(statesession.Options{StateDir: common.StateDir, Mutate: mutate, Log: log})
 	if err != nil {
 		return nil, err

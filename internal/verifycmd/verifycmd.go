@@ -5,7 +5,6 @@ package verifycmd
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -122,11 +121,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		if err := stage.ValidName(name); err != nil {
 			return kcli.Usage("%v", err)
 		}
-		var log io.Writer
-		if !common.Quiet {
-			log = streams.ErrOut
-		}
-		ss, err := session.Open(session.Options{StateDir: common.StateDir, Mutate: true, Log: log})
+		ss, err := session.Open(session.Options{StateDir: common.StateDir, Mutate: true, Log: common.Log(streams)})
 		if err != nil {
 			return err
 		}
