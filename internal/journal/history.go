@@ -66,18 +66,49 @@ func ReadHistory(p string) (*History, error) {
 		return &History{}, nil
 	}
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, historyCorrupt(p, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, historyCorrupt(p, err)
 	}
 	h, err := ParseHistory(b)
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, historyCorrupt(p, err)
 	}
 	return h, nil
+}
+
+// historyCorrupt is a damaged history with the repair that works without
+// reading it: move it aside (kept for inspection); transaction.json, the
+// authority, keeps the open transaction and the next command starts a new
+// history from it.
+func historyCorrupt(p string, err error) *CorruptError {
+	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
+	return &CorruptError{Path: p, Err: err, Repair: fmt.Sprintf(
+		"move it aside (the open transaction is kept in %s, and the next command starts a new history from it): mv %s %s",
+		TransactionFile, shellWord(p), shellWord(aside))}
+}
+
+// OpenInHistory is the transaction the history shows begun and not ended,
+// with the last phase it recorded, or nil.
+func (h *History) OpenInHistory() *Event {
+	var open *Event
+	for i := range h.Events {
+		ev := h.Events[i]
+		// A history moved aside leaves a new one that starts with the
+		// transaction's last step, not its begin.
+		switch ev.Type {
+		case EventBegin, EventStep, EventAbort:
+			open = &ev
+		case EventEnd:
+			if open != nil && ev.TxnID == open.TxnID {
+				open = nil
+			}
+		}
+	}
+	return open
 }
 
 // ParseHistory parses history.jsonl content: complete lines must be events

@@ -62,12 +62,18 @@ func (j *Journal) histPath() string { return j.dir.Join(Dir, HistoryFile) }
 // behind counts as ended.
 func (j *Journal) Load() (*Transaction, error) {
 	t, err := j.loadFile()
-	if err != nil || t == nil {
-		return t, err
+	if err != nil {
+		return nil, err
 	}
 	h, err := ReadHistory(j.histPath())
 	if err != nil {
 		return nil, err
+	}
+	if t == nil {
+		if open := h.OpenInHistory(); open != nil {
+			return nil, &LostError{Path: j.txnPath(), Open: *open}
+		}
+		return nil, nil
 	}
 	if last := h.Last(); last != nil && last.Seq > t.Seq && last.TxnID == t.ID && last.Type == EventEnd {
 		return nil, nil
@@ -375,6 +381,37 @@ func (j *Journal) Abort() (*Transaction, []string, error) {
 	t.Steps = append(t.Steps, Step{Phase: Aborted, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now})
 	t.Phase, t.Status = Aborted, StatusDone
 	return t, cleanup, j.commit(t, t.Seq+1, Event{Type: EventAbort, Phase: Aborted, Status: StatusDone})
+}
+
+// AbortLost closes in the history the transaction whose transaction.json
+// was removed from outside (a *LostError): it records its abort and end,
+// so that the site can go on; the slots it touched are the operator's to
+// check. It returns the history's last event of the transaction.
+func (j *Journal) AbortLost() (*Event, error) {
+	t, err := j.loadFile()
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s has its file: --force closes only a transaction whose %s is lost; next: %s", t.ID, TransactionFile, Next(t).Command)}
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		return nil, err
+	}
+	open := h.OpenInHistory()
+	if open == nil {
+		return nil, &ConflictError{Msg: "no transaction in progress: nothing to abort"}
+	}
+	seq := h.Last().Seq + 1
+	now := j.now()
+	for i, typ := range []string{EventAbort, EventEnd} {
+		ev := Event{Type: typ, Phase: Aborted, Status: StatusDone, Seq: seq + int64(i), Time: now, TxnID: open.TxnID}
+		if err := appendEvent(j.histPath(), ev); err != nil {
+			return nil, err
+		}
+	}
+	return open, nil
 }
 
 // End closes a transaction that reached a final phase.

@@ -74,14 +74,36 @@ func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 type CorruptError struct {
 	Path string
 	Err  error
+	// Repair is the command that lets the operator go on, when there is one
+	// better than restoring the file by hand.
+	Repair string
 }
 
 func (e *CorruptError) Error() string {
+	if e.Repair != "" {
+		return fmt.Sprintf("%s is unreadable: %v; something outside kubectl-bundle changed it: %s", e.Path, e.Err, e.Repair)
+	}
 	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
 }
 
 // ErrorKind: a corrupt journal is state that does not allow the step.
 func (e *CorruptError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// LostError is a transaction the history shows begun and not ended whose
+// transaction.json is gone: damage, never "no transaction".
+type LostError struct {
+	Path string
+	// Open is the history's last event of the transaction.
+	Open Event
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): something outside kubectl-bundle removed it; check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force",
+		e.Path, e.Open.TxnID, e.Open.Phase, e.Open.Status)
+}
+
+// ErrorKind: a lost transaction is state that does not allow the step.
+func (e *LostError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // ParseTransaction parses and validates transaction.json.
 func ParseTransaction(b []byte) (*Transaction, error) {

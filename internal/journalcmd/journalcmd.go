@@ -95,8 +95,11 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(_ context.Context, cmd *cli.Command) error { return step(streams, cmd) },
 			},
 			{
-				Name:   "abort",
-				Usage:  "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
+				Name:  "abort",
+				Usage: "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "force", Usage: "close in the history a transaction whose transaction.json was removed from outside (check its slots first)"},
+				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
 			},
 			{
@@ -382,6 +385,19 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	defer s.close()
+	if cmd.Bool("force") {
+		if _, lerr := s.j.Load(); errors.As(lerr, new(*journal.LostError)) {
+			open, err := s.j.AbortLost()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.ErrOut, "warning: --force: closed transaction %s (%s) in the history; its %s was lost, so check its slots by hand (kubectl bundle-slot list; kubectl bundle-switch status)\n", open.TxnID, open.Phase, journal.TransactionFile)
+			if !s.common.Quiet {
+				fmt.Fprintf(streams.Out, "aborted transaction %s (--force)\n", open.TxnID)
+			}
+			return nil
+		}
+	}
 	t, cleanup, err := s.j.Abort()
 	if err != nil {
 		return err
