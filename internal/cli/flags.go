@@ -34,6 +34,17 @@ func (c *Common) Log(streams IOStreams) io.Writer {
 	return streams.ErrOut
 }
 
+// Root fills in what the five binaries' root commands share: the suite's
+// flags first, the version, the streams, and no help subcommand (kubectl
+// plugins take --help).
+func Root(streams IOStreams, c *cli.Command) *cli.Command {
+	c.Flags = append(CommonFlags(), c.Flags...)
+	c.Version = ToolVersion()
+	c.Reader, c.Writer, c.ErrWriter = streams.In, streams.Out, streams.ErrOut
+	c.HideHelpCommand = true
+	return c
+}
+
 // ParseCommon reads and validates the standard flags.
 func ParseCommon(cmd *cli.Command) (*Common, error) {
 	c := &Common{StateDir: cmd.String("state-dir"), Output: cmd.String("output"), Quiet: cmd.Bool("quiet")}

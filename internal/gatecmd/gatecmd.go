@@ -54,7 +54,7 @@ var exitCodes = kcli.ExitCodesHelp("every check passed", map[errkind.Kind]string
 
 // Command builds kubectl-bundle-gate.
 func Command(streams kcli.IOStreams) *cli.Command {
-	flags := append(kcli.CommonFlags(),
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "gate file (- for stdin; default the built-in gate)", TakesFile: true},
 		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
 		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
@@ -62,26 +62,22 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
 		&cli.BoolFlag{Name: "once", Usage: "evaluate every check once and exit, without waiting"},
 		&cli.BoolFlag{Name: "record", Usage: "store the result in the slot's record (needs --slot; the switch requires a recent pass)"},
-	)
+	}
 	flags = append(flags, kubeflags.Flags()...)
-	return &cli.Command{
-		Name:            "kubectl-bundle-gate",
-		Usage:           "health gates against a slot or any kube context; declarative checks; watch-based",
-		UsageText:       "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
-		Description:     description + "\n\n" + exitCodes,
-		Version:         kcli.ToolVersion(),
-		Reader:          streams.In,
-		Writer:          streams.Out,
-		ErrWriter:       streams.ErrOut,
-		Flags:           flags,
-		HideHelpCommand: true,
+	return kcli.Root(streams, &cli.Command{
+		Name:        "kubectl-bundle-gate",
+		Usage:       "health gates against a slot or any kube context; declarative checks; watch-based",
+		UsageText:   "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
+		Description: description + "\n\n" + exitCodes,
+		Flags:       flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {
 				return kcli.Usage("unexpected argument %q: kubectl bundle-gate takes flags only", cmd.Args().First())
 			}
 			return run(ctx, streams, cmd)
 		},
-	}
+	})
+
 }
 
 // Main runs the command with args (os.Args form) and returns the exit code.

@@ -42,16 +42,10 @@ var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
 
 // Command builds kubectl-bundle-journal.
 func Command(streams kcli.IOStreams) *cli.Command {
-	return &cli.Command{
-		Name:            "kubectl-bundle-journal",
-		Usage:           "the crash-safe transaction record: begin / status / log / step / abort / end",
-		Description:     description + "\n\n" + exitCodes,
-		Version:         kcli.ToolVersion(),
-		Reader:          streams.In,
-		Writer:          streams.Out,
-		ErrWriter:       streams.ErrOut,
-		Flags:           kcli.CommonFlags(),
-		HideHelpCommand: true,
+	return kcli.Root(streams, &cli.Command{
+		Name:        "kubectl-bundle-journal",
+		Usage:       "the crash-safe transaction record: begin / status / log / step / abort / end",
+		Description: description + "\n\n" + exitCodes,
 		Commands: []*cli.Command{
 			{
 				Name:      "begin",
@@ -108,7 +102,8 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(_ context.Context, cmd *cli.Command) error { return end(streams, cmd) },
 			},
 		},
-	}
+	})
+
 }
 
 // Main runs the command with args (os.Args form) and returns the exit code.

@@ -64,16 +64,11 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 		}
 	}
 	pkgFlag := &cli.StringFlag{Name: "package", Usage: "the package to deploy next (path or staged digest): sizes the disk check"}
-	return &cli.Command{
-		Name:            "kubectl-bundle-slot",
-		Usage:           "create / deploy / destroy / list side-by-side environments (slots) without collisions",
-		Description:     description + "\n\n" + exitCodes,
-		Version:         kcli.ToolVersion(),
-		Reader:          streams.In,
-		Writer:          streams.Out,
-		ErrWriter:       streams.ErrOut,
-		Flags:           append(kcli.CommonFlags(), configFlags()...),
-		HideHelpCommand: true,
+	return kcli.Root(streams, &cli.Command{
+		Name:        "kubectl-bundle-slot",
+		Usage:       "create / deploy / destroy / list side-by-side environments (slots) without collisions",
+		Description: description + "\n\n" + exitCodes,
+		Flags:       configFlags(),
 		Commands: []*cli.Command{
 			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag}, Action: slotArg(preflight, false)},
@@ -93,7 +88,8 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Action: slotArg(list, false)},
 			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
 		},
-	}
+	})
+
 }
 
 // forceFlag overrides the protected-slot guard for verb.

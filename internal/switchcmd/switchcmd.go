@@ -55,23 +55,18 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			return fn(ctx, cmd, s)
 		}
 	}
-	flags := append(kcli.CommonFlags(),
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig holding the slots' and the alias context (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
 		&cli.StringFlag{Name: "alias-context", Usage: "the context that follows the active slot (default kind-<clusterPrefix>: kind-airgap-mgmt) [$KUBECTL_BUNDLE_ALIAS_CONTEXT]"},
 		&cli.StringFlag{Name: "registry-alias", Usage: "the network alias that follows the active registry (default krops-registry) [$KUBECTL_BUNDLE_REGISTRY_ALIAS]"},
 		&cli.StringFlag{Name: "network", Usage: "the Docker network of the registries (default kind) [$KUBECTL_BUNDLE_NETWORK]"},
 		&cli.StringFlag{Name: "soak-window", Usage: "how long a switch soaks before accept --if-soaked accepts it (default 24h) [$KUBECTL_BUNDLE_SOAK_WINDOW]"},
-	)
-	return &cli.Command{
-		Name:            "kubectl-bundle-switch",
-		Usage:           "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
-		Description:     description + "\n\n" + exitCodes,
-		Version:         kcli.ToolVersion(),
-		Reader:          streams.In,
-		Writer:          streams.Out,
-		ErrWriter:       streams.ErrOut,
-		Flags:           flags,
-		HideHelpCommand: true,
+	}
+	return kcli.Root(streams, &cli.Command{
+		Name:        "kubectl-bundle-switch",
+		Usage:       "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
+		Description: description + "\n\n" + exitCodes,
+		Flags:       flags,
 		Commands: []*cli.Command{
 			{Name: "to", Usage: "make SLOT active (needs a recent passing gate) and start the soak", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{
@@ -85,7 +80,8 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			{Name: "status", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
 				Action: with(false, status)},
 		},
-	}
+	})
+
 }
 
 // Main runs the command with args (os.Args form) and returns the exit code.

@@ -50,16 +50,12 @@ var exitCodes = kcli.ExitCodesHelp("verified", map[errkind.Kind]string{
 
 // Command builds the kubectl-bundle-verify command.
 func Command(streams kcli.IOStreams) *cli.Command {
-	return &cli.Command{
+	return kcli.Root(streams, &cli.Command{
 		Name:        "kubectl-bundle-verify",
 		Usage:       "verify a Zarf package offline (container, checksums, signature, SBOMs) and optionally stage it",
 		ArgsUsage:   "PACKAGE",
 		Description: description + "\n\n" + exitCodes,
-		Version:     kcli.ToolVersion(),
-		Reader:      streams.In,
-		Writer:      streams.Out,
-		ErrWriter:   streams.ErrOut,
-		Flags: append(kcli.CommonFlags(),
+		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "PEM public key (ECDSA, Ed25519 or RSA) as written by zarf tools gen-key or cosign", TakesFile: true},
 			&cli.StringFlag{Name: "certificate-identity", Usage: "keyless: the signing certificate's identity (SAN), exact"},
 			&cli.StringFlag{Name: "certificate-identity-regexp", Usage: "keyless: the signing certificate's identity (SAN), as a regexp"},
@@ -69,12 +65,12 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"},
 			&cli.StringFlag{Name: "sbom", Usage: "require | if-present | skip (default: require when the package has images, files or data injections)"},
 			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
-		),
-		HideHelpCommand: true,
+		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return run(ctx, streams, cmd)
 		},
-	}
+	})
+
 }
 
 // Main runs the command with args (os.Args form) and returns the exit code.
