@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
 	"path"
 	"strings"
 )
@@ -32,7 +33,7 @@ func ParseChecksums(b []byte) ([]ChecksumLine, error) {
 		if strings.Contains(p, " ") {
 			return nil, fmt.Errorf("checksums.txt line %d: more than one space (zarf reads such a line as malformed)", n)
 		}
-		if !isHex64(sha) {
+		if !digest.IsSHA256(sha) {
 			return nil, fmt.Errorf("checksums.txt line %d: %q is not a lowercase hex sha256", n, truncate(sha, 80))
 		}
 		if err := checkMemberPath(p); err != nil {
@@ -45,19 +46,6 @@ func ParseChecksums(b []byte) ([]ChecksumLine, error) {
 		out = append(out, ChecksumLine{SHA256: sha, Path: p})
 	}
 	return out, nil
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkMemberPath accepts only clean, relative, slash-separated paths that

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
 )
 
 // Seeds come from the committed zarf-built packages where they exist, so the
@@ -42,7 +44,7 @@ func FuzzParseChecksums(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, l := range lines {
-			if checkMemberPath(l.Path) != nil || !isHex64(l.SHA256) || seen[l.Path] {
+			if checkMemberPath(l.Path) != nil || !digest.IsSHA256(l.SHA256) || seen[l.Path] {
 				t.Fatalf("accepted a bad line %+v", l)
 			}
 			seen[l.Path] = true
