@@ -283,3 +283,38 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("a refusal touched the machine: deploys %v, containers %d", st.Deploys, len(st.Containers))
 	}
 }
+
+// TestDestroyDamagedRecord: a record that does not parse, or names another
+// slot, is reported as damage with its repair, and destroy clears it and
+// what the configured provider builds under the slot's names, without
+// trusting its content.
+func TestDestroyDamagedRecord(t *testing.T) {
+	for _, content := range []string{"{garbage", `{"kind":"Slot","name":"b","provider":"kind","cluster":"victim"}`} {
+		m, fm := newManager(t)
+		ctx := context.Background()
+		if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := m.Dir.Join("slots", "a.json")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := slot.Load(m.Dir, "a")
+		var dmg *slot.DamagedError
+		if !errors.As(err, &dmg) || !strings.Contains(err.Error(), "kubectl bundle-slot destroy a --force") {
+			t.Fatalf("load of %q: %v", content, err)
+		}
+		if err := m.Destroy(ctx, "a"); err != nil {
+			t.Fatalf("destroy of a damaged record: %v", err)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the damaged record is still there: %v", err)
+		}
+		if n := count(fm.Calls(), "kind delete cluster --name airgap-mgmt-a"); n != 1 {
+			t.Errorf("kind delete of the slot's own cluster ran %d times, want 1", n)
+		}
+		if n := count(fm.Calls(), "victim"); n != 0 {
+			t.Errorf("destroy trusted the damaged record's cluster name")
+		}
+	}
+}

@@ -72,6 +72,25 @@ type StepRecord struct {
 	Finished time.Time `json:"finished,omitzero"`
 }
 
+// DamagedError is a slot record that cannot be read or is not the record
+// of its slot: its content is not trusted, and destroy --force clears it.
+type DamagedError struct {
+	Name, Path string
+	Err        error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the record of slot %s (%s) is damaged: %v; clear it and what its slot left: %s", e.Name, e.Path, e.Err, e.Repair())
+}
+
+// Repair is the command that clears the damaged record.
+func (e *DamagedError) Repair() string { return "kubectl bundle-slot destroy " + e.Name + " --force" }
+
+// ErrorKind: a damaged record is state that does not allow the step.
+func (e *DamagedError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
 // NotFoundError is a slot with no record.
 type NotFoundError struct{ Name string }
 
@@ -105,14 +124,14 @@ func Load(d *state.Dir, name string) (*Record, error) {
 		return nil, &NotFoundError{Name: name}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the record of slot %s: %w", name, err)
+		return nil, &DamagedError{Name: name, Path: path(d, name), Err: err}
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("the record of slot %s (%s) is damaged: %w", name, path(d, name), err)
+		return nil, &DamagedError{Name: name, Path: path(d, name), Err: err}
 	}
 	if r.Kind != RecordKind || r.Name != name {
-		return nil, fmt.Errorf("%s is not the record of slot %s", path(d, name), name)
+		return nil, &DamagedError{Name: name, Path: path(d, name), Err: fmt.Errorf("it is not the record of slot %s", name)}
 	}
 	return &r, nil
 }

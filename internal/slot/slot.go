@@ -334,9 +334,11 @@ func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 	}
 	rec, err := Load(m.Dir, slotName)
 	var nf *NotFoundError
+	var dmg *DamagedError
 	var p Provider
-	if errors.As(err, &nf) {
-		// No record: clean up what the configured provider would have built.
+	if errors.As(err, &nf) || errors.As(err, &dmg) {
+		// No record, or one whose content is not trusted: clean up what the
+		// configured provider would have built under the slot's names.
 		if p, err = m.provider(); err != nil {
 			return err
 		}

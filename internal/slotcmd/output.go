@@ -2,6 +2,7 @@ package slotcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -59,6 +60,10 @@ func gateString(g *slot.GateResult) string {
 type listing struct {
 	*slot.Record
 	Active bool `json:"active"`
+	// Damaged says why the slot's record cannot be read, and Repair what
+	// clears it.
+	Damaged string `json:"damaged,omitempty"`
+	Repair  string `json:"repair,omitempty"`
 }
 
 func load(s *session) ([]listing, error) {
@@ -70,6 +75,11 @@ func load(s *session) ([]listing, error) {
 	out := []listing{}
 	for _, n := range names {
 		rec, err := slot.Load(s.dir, n)
+		var dmg *slot.DamagedError
+		if errors.As(err, &dmg) {
+			out = append(out, listing{Record: &slot.Record{Name: n, State: "DAMAGED"}, Active: n == active, Damaged: dmg.Err.Error(), Repair: dmg.Repair()})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +112,15 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, act, l.Provider, l.State, l.Context, packageString(l.Package), gateString(l.Gate))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if l.Damaged != "" {
+			fmt.Fprintf(s.streams.Out, "DAMAGED: the record of slot %s cannot be read (%s); clear it: %s\n", l.Name, l.Damaged, l.Repair)
+		}
+	}
+	return nil
 }
 
 func describe(_ context.Context, cmd *cli.Command, s *session) error {

@@ -247,6 +247,9 @@ func status(ctx context.Context, cmd *cli.Command, s *session) error {
 		row("registry "+st.RegistryAlias, agree(st.RegistryHolder, st.RegistryAgree))
 	}
 	tw.Flush()
+	for _, d := range st.Damaged {
+		fmt.Fprintf(s.streams.Out, "DAMAGED: %s\n", d)
+	}
 	switch {
 	case st.Phase == switchover.PhaseSwitching || st.Phase == switchover.PhaseSwitchingBack:
 		fmt.Fprintf(s.streams.Out, "INTERRUPTED: a switch to %s did not finish; run: %s\n", st.Target, st.Next)

@@ -2,6 +2,7 @@ package switchover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,9 @@ type Status struct {
 	RegistryHolder  string `json:"registryAliasSlot"`
 	RegistryAgree   bool   `json:"registryAgrees"`
 	Consistent      bool   `json:"consistent"`
+	// Damaged lists the slot records that cannot be read, each with the
+	// command that clears it.
+	Damaged []string `json:"damaged,omitempty"`
 	// Next is the command that completes an interrupted switch.
 	Next string `json:"next,omitempty"`
 }
@@ -61,6 +65,11 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	var contexts, registries []string
 	for _, n := range names {
 		rec, err := slot.Load(s.Dir, n)
+		var dmg *slot.DamagedError
+		if errors.As(err, &dmg) {
+			st.Damaged = append(st.Damaged, fmt.Sprintf("slot %s: its record cannot be read (%v); clear it: %s", n, dmg.Err, dmg.Repair()))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
