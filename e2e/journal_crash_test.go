@@ -28,7 +28,7 @@ var journalOps = []string{
 	"start HEALTHY", "done HEALTHY",
 	"start SWITCHED", "done SWITCHED",
 	"start SOAKING", "start SWITCHED_BACK", "done SWITCHED_BACK",
-	"start DESTROYING", "done DESTROYING", "start ROLLED_BACK",
+	"start DESTROYING", "done DESTROYING", "start ROLLED_BACK", "done ROLLED_BACK",
 	"end",
 	"begin in-place",
 	"start VERIFIED", "done VERIFIED",
