@@ -272,20 +272,28 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
 	}
-	previous := active
+	// Re-pointing the aliases at the slot that is active and accepted (status
+	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
+	realign := sw != nil && sw.Target == target && active == target && sw.Phase == PhaseAccepted
+	previous, after := active, PhaseSwitched
 	if resuming {
 		previous = sw.Previous
 	}
-	if previous == target {
+	if previous == target || realign {
 		previous = "" // a switch to the slot already active keeps no revert target
+	}
+	if realign {
+		after = PhaseAccepted
 	}
 	var out *Record
 	doMove := func() error {
-		out, err = s.move(ctx, target, previous, PhaseSwitching, PhaseSwitched)
+		out, err = s.move(ctx, target, previous, PhaseSwitching, after)
 		return err
 	}
 	bg := blueGreen(t)
-	if bg != nil && bg.Phase == journal.Soaking {
+	if realign {
+		err = doMove()
+	} else if bg != nil && bg.Phase == journal.Soaking {
 		err = doMove() // the transaction is past SWITCHED: only finish the moves
 	} else {
 		err = s.phaseStep(bg, journal.Switched, doMove)
@@ -293,7 +301,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err != nil {
 		return nil, err
 	}
-	if bg != nil && bg.Phase != journal.Soaking {
+	if bg != nil && bg.Phase != journal.Soaking && !realign {
 		if _, err := s.Journal.Start(journal.Soaking); err != nil {
 			return nil, err
 		}
