@@ -174,16 +174,13 @@ func stepConflict(d *state.Dir, step string) error {
 func envStep() string { return os.Getenv(EnvStep) }
 
 // GuardBegin checks, before a transaction is opened, that its slots agree
-// with the state: blue-green builds next to an active slot (a fresh site
-// makes its first install by hand and switches to it), the slot a strategy
-// names as active is the active one, and the candidate is not protected.
+// with the state: the slot a strategy names as active is the active one,
+// and the candidate is not protected. (blue-green.sh refuses a site with no
+// active slot before it begins.)
 func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) error {
 	p, err := s.Protection()
 	if err != nil {
 		return err
-	}
-	if st == journal.BlueGreen && p.Active == "" {
-		return errkind.New(errkind.Environment, "no slot is active yet: blue-green builds a candidate next to the active slot; make the first install by hand (kubectl bundle-slot create a; kubectl bundle-verify --stage PACKAGE --key KEY; kubectl bundle-slot deploy a PACKAGE; kubectl bundle-gate --slot a --record; kubectl bundle-switch to a), then update with blue-green")
 	}
 	if active != "" && p.Active != "" && active != p.Active {
 		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
