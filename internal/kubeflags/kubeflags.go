@@ -18,10 +18,16 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 )
 
+// Kubeconfig is the suite's one --kubeconfig flag; what names the file's
+// role in this binary.
+func Kubeconfig(what string) cli.Flag {
+	return &cli.StringFlag{Name: "kubeconfig", Usage: what + " (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true}
+}
+
 // Flags returns --kubeconfig, --context and -n/--namespace.
 func Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig file (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
+		Kubeconfig("kubeconfig file"),
 		&cli.StringFlag{Name: "context", Usage: "kube context to use (default the current context)"},
 		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace for checks that name none (default the context's)"},
 	}

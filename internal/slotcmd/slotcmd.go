@@ -14,6 +14,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -130,7 +131,7 @@ func configFlags() []cli.Flag {
 		fs = append(fs, &cli.StringFlag{Name: flagName(s.key), Usage: usage + " [$" + slot.EnvVars[s.key] + "]"})
 	}
 	return append(fs,
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig kind writes to, and existing contexts are read from (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
+		kubeflags.Kubeconfig("kubeconfig kind writes to, and existing contexts are read from"),
 		&cli.StringFlag{Name: "context", Usage: "existing provider: the slot's kube context"},
 		&cli.BoolFlag{Name: "init", Usage: "existing provider: run zarf init there too"},
 	)

@@ -14,6 +14,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -56,7 +57,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		}
 	}
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig holding the slots' and the alias context (default $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
+		kubeflags.Kubeconfig("kubeconfig holding the slots' and the alias context"),
 		&cli.StringFlag{Name: "alias-context", Usage: "the context that follows the active slot (default kind-<clusterPrefix>: kind-airgap-mgmt) [$KUBECTL_BUNDLE_ALIAS_CONTEXT]"},
 		&cli.StringFlag{Name: "registry-alias", Usage: "the network alias that follows the active registry (default krops-registry) [$KUBECTL_BUNDLE_REGISTRY_ALIAS]"},
 		&cli.StringFlag{Name: "network", Usage: "the Docker network of the registries (default kind) [$KUBECTL_BUNDLE_NETWORK]"},
