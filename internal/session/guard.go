@@ -130,6 +130,11 @@ func (s *Session) owns(t *journal.Transaction, name string, c Change) bool {
 	if t == nil || t.Status != journal.StatusStarted || s.step != StepID(t) || t.Slots.Active != name {
 		return false
 	}
+	// The variable alone proves nothing (set by hand, or left by a killed
+	// run): a live journal run must hold the step lock for this very step.
+	if h, err := s.Dir.StepRunning(); err != nil || h == nil || h.Step != s.step {
+		return false
+	}
 	for _, allowed := range owners[t.Strategy][t.Phase] {
 		if allowed == c {
 			return true

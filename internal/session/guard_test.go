@@ -113,6 +113,14 @@ func TestGuardOwnerStep(t *testing.T) {
 		t.Errorf("deploy from a process that does not run the step: %v", err)
 	}
 	s.step = StepID(txn)
+	if err := s.Guard("a", Deploy, false); errkind.Of(err) != errkind.Conflict {
+		t.Errorf("KUBECTL_BUNDLE_STEP without a live journal run holding the step: %v", err)
+	}
+	lock, err := s.Dir.LockStep(StepID(txn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
 	if err := s.Guard("a", Deploy, false); err != nil {
 		t.Errorf("deploy by the DEPLOYING step: %v", err)
 	}

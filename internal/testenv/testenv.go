@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -84,6 +85,9 @@ func start(crdDirs []string) (*envtest.Environment, *rest.Config, error) {
 		BinaryAssetsDirectory: AssetsDir(),
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: len(crdDirs) > 0,
+		// envtest's 20 s is short on two loaded cores: kube-apiserver and
+		// etcd then miss it, and the retries miss it too.
+		ControlPlaneStartTimeout: 90 * time.Second,
 	}
 	cfg, err := env.Start()
 	if err != nil {
