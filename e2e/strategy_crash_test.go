@@ -73,7 +73,7 @@ func newStrategySite(t *testing.T) *switchSite {
 		"FAKES="+filepath.Join(root, "fakes"),
 		"ZARF_VERIFY_KEY="+repo("testdata/keys/cosign.pub"),
 		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
-		"FAKE_FAIL=", "KB_TEST_KILL_AFTER=")}
+		"FAKE_FAIL=", "FAKE_KILL=", "KB_TEST_KILL_AFTER=")}
 	v1 := repo(pkgV1)
 	s.must("kubectl-bundle-slot", "create", "a", "-q")
 	s.must("kubectl-bundle-verify", "--stage", "-q", v1, "--key", repo("testdata/keys/cosign.pub"))

@@ -43,7 +43,7 @@ func newSwitchSite(t *testing.T) *switchSite {
 		"KUBECTL_BUNDLE_ARCHIVES="+filepath.Join(root, "archives"),
 		"FAKES="+filepath.Join(root, "fakes"),
 		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
-		"FAKE_FAIL=", state.EnvCrashAt+"=")}
+		"FAKE_FAIL=", "FAKE_KILL=", state.EnvCrashAt+"=")}
 	for _, sl := range []string{"a", "b"} {
 		s.must("kubectl-bundle-slot", "create", sl, "-q")
 	}

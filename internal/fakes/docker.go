@@ -132,15 +132,48 @@ func docker(e env, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "docker: %v\n", err)
 		return usageExit
 	}
-	if e.fails("docker-" + strings.Fields(name)[0]) {
+	step := "docker-" + strings.Fields(name)[0]
+	if e.fails(step) {
 		fmt.Fprintf(stderr, "Error response from daemon: %s failed (FAKE_FAIL)\n", name)
 		return 1
+	}
+	if e.kills(step) {
+		// Half the work, then the caller dies before it sees the answer.
+		_ = withState(e.dir(), func(s *State) error { dockerPartial(name, s, c); return nil })
+		e.killed(step)
+		return killedExit
 	}
 	if err := withState(e.dir(), func(s *State) error { return cmd.run(e, s, c, stdout) }); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// dockerPartial is what a docker subcommand has done when FAKE_KILL stops
+// it: run has created the container but not started it, rm has removed the
+// first container only, network disconnect has disconnected, network
+// connect has connected without the aliases, load has loaded the image;
+// the read-only subcommands have done nothing.
+func dockerPartial(name string, s *State, c *dockerCall) {
+	switch name {
+	case "run":
+		if n := last(c.flags["--name"]); n != "" && len(c.args) > 0 && s.Containers[n] == nil {
+			s.Containers[n] = &Container{Image: c.args[0], Network: last(c.flags["--network"]), Status: StatusCreated, Memory: 64 << 20}
+		}
+	case "rm":
+		if len(c.args) > 0 {
+			delete(s.Containers, c.args[0])
+		}
+	case "network disconnect", "network connect":
+		if len(c.args) == 2 && s.Containers[c.args[1]] != nil {
+			_ = networkMove(s.Containers[c.args[1]], c.args[0], c.args[1], nil, name == "network connect")
+		}
+	case "load":
+		if in := c.flags["-i"]; len(in) == 1 {
+			s.Images = append(s.Images, filepath.Base(in[0]))
+		}
+	}
 }
 
 // reject refuses a call the fake does not imitate, and keeps it in
@@ -157,8 +190,11 @@ func dockerInfo(e env, s *State, _ *dockerCall, out io.Writer) error {
 	return nil
 }
 
-func dockerPS(_ env, s *State, _ *dockerCall, out io.Writer) error {
+func dockerPS(_ env, s *State, c *dockerCall, out io.Writer) error {
 	for _, n := range sortedNames(s) {
+		if s.Containers[n].Status == StatusCreated && !c.has("-a") {
+			continue
+		}
 		fmt.Fprintf(out, "%s\t%s\n", n, strings.Join(s.Containers[n].Ports, ", "))
 	}
 	return nil
@@ -190,7 +226,10 @@ func dockerInspect(_ env, s *State, c *dockerCall, out io.Writer) error {
 		return nil
 	}
 	h := ct.Health
-	if h == "" {
+	switch {
+	case ct.Status == StatusCreated:
+		h = "starting" // its health check has not run
+	case h == "":
 		h = "healthy"
 	}
 	fmt.Fprintln(out, h)

@@ -9,6 +9,31 @@
 // comma separated: docker-<subcommand>, zarf-init, zarf-deploy, kind-create,
 // kind-delete. $FAKE_DOCKER_MEM sets the memory docker info reports.
 //
+// $FAKE_KILL names, the same way, the steps inside which the caller dies
+// (U4: a power cut or a killed shell in the middle of a step). Reaching
+// such a step, a fake does part of the work, appends "FAKE_KILL STEP" to
+// calls, and SIGKILLs its own process group: the fake program, the plugin
+// that ran it and the script that ran the plugin (plugins and fakes run in
+// the script's group, so start the script in a group of its own:
+// SysProcAttr.Setpgid). What each step has done when it dies:
+//
+//	docker-run      the container is created, not started (docker ps -a only; no port answers)
+//	docker-rm       the first named container is removed, the others are left
+//	docker-network  disconnect: disconnected; connect: connected without the aliases
+//	                (in a switch: after the kubeconfig alias moved, before the registry alias did)
+//	docker-load     the image is loaded (the caller never sees the answer)
+//	docker-...      the read-only subcommands (info, ps, stats, inspect, port): nothing
+//	zarf-init       a partial init is recorded (State.PartialInits), no init
+//	zarf-deploy     a deploy is recorded with Partial set: some resources, no finished deploy
+//	kind-create     the node container exists; no kube context was written
+//	kind-delete     the node container is gone; the kube context is left
+//
+// "STEP@N" kills only the N-th time STEP is reached on the machine
+// (counted in $FAKES/reached while FAKE_KILL names it with a count), e.g.
+// docker-network@2 for the connect that follows a disconnect. The
+// in-process Runner cannot kill its caller (the test): it does the same
+// part of the step and returns the error exec gives for a killed child.
+//
 // A fake rejects what it does not imitate (a subcommand, a flag, a --format
 // template): it exits non-zero with "fake docker: unsupported ..." and
 // appends the call to rejected, which Setup turns into a test failure, so a
@@ -43,13 +68,23 @@ type Container struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	Memory  int64             `json:"memory"`
 	Health  string            `json:"health,omitempty"`
+	// Status is "" for a running container, StatusCreated for one created
+	// but never started (docker run killed half way).
+	Status string `json:"status,omitempty"`
 }
+
+// StatusCreated is a container docker created but did not start: docker ps
+// shows it only with -a, and it publishes no port.
+const StatusCreated = "created"
 
 // Deploy is one zarf package deploy.
 type Deploy struct {
 	Context   string   `json:"context"`
 	Package   string   `json:"package"`
 	Variables []string `json:"variables,omitempty"`
+	// Partial: the deploy was killed half way (FAKE_KILL zarf-deploy):
+	// some of the package's resources exist, the deploy did not finish.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // State is the fake machine: Docker's containers and images, and what
@@ -59,7 +94,9 @@ type State struct {
 	Containers map[string]*Container `json:"containers"`
 	Images     []string              `json:"images"`
 	Inits      []string              `json:"inits"`
-	Deploys    []Deploy              `json:"deploys"`
+	// PartialInits are the contexts where zarf init was killed half way.
+	PartialInits []string `json:"partialInits,omitempty"`
+	Deploys      []Deploy `json:"deploys"`
 }
 
 // env is how a fake reads its environment: the process's, or a Runner's
@@ -152,8 +189,8 @@ func NewMachine(dir string) (*Machine, error) {
 	return &Machine{Dir: dir}, nil
 }
 
-// Setup gives t a fresh fake machine: $FAKES names it, $FAKE_FAIL and
-// $FAKE_DOCKER_MEM are cleared, and when the test ends it fails if a fake
+// Setup gives t a fresh fake machine: $FAKES names it, $FAKE_FAIL,
+// $FAKE_KILL and $FAKE_DOCKER_MEM are cleared, and when the test ends it fails if a fake
 // rejected a call. It uses t.Setenv, so the test cannot be parallel.
 func Setup(t testing.TB) *Machine {
 	t.Helper()
@@ -163,6 +200,7 @@ func Setup(t testing.TB) *Machine {
 	}
 	t.Setenv(EnvDir, m.Dir)
 	t.Setenv(EnvFail, "")
+	t.Setenv(EnvKill, "")
 	t.Setenv(EnvDockerMem, "")
 	t.Cleanup(func() {
 		if r := m.Rejected(); len(r) > 0 {

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 )
@@ -173,7 +178,234 @@ func TestImplementedIsTheTable(t *testing.T) {
 			t.Errorf("Implemented lacks zarf %s", name)
 		}
 	}
+	// Steps (what FAKE_FAIL and FAKE_KILL take) is exactly the imitated steps.
+	want := map[string]bool{"zarf-init": true, "zarf-deploy": true, "kind-create": true, "kind-delete": true}
+	for name := range dockerCommands {
+		want["docker-"+strings.Fields(name)[0]] = true
+	}
+	for _, s := range Steps {
+		if !want[s] {
+			t.Errorf("Steps names %s, which no fake has", s)
+		}
+		delete(want, s)
+	}
+	if len(want) > 0 {
+		t.Errorf("Steps lacks %v", want)
+	}
 	if !strings.Contains(got, `docker stats [--format= --no-stream] formats ["{{.Name}}\t{{.MemUsage}}"]`) {
 		t.Errorf("stats line:\n%s", got)
+	}
+}
+
+// envProgram makes the test binary one of the fakes (or a caller of the
+// in-process kind), so the kill tests can run them as real processes.
+const envProgram = "FAKES_TEST_PROGRAM"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(envProgram) {
+	case "docker":
+		Docker()
+	case "zarf":
+		Zarf()
+	case "kind-create", "kind-delete":
+		cfg := &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: "kindest/node:v1.31.0"}}}
+		var err error
+		if os.Getenv(envProgram) == "kind-create" {
+			err = Kind{}.Create(context.Background(), os.Args[1], cfg, "")
+		} else {
+			err = Kind{}.Delete(context.Background(), os.Args[1], "")
+		}
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// caller runs PROG ARGS... the way a strategy script runs a plugin: from a
+// shell in a process group of its own that goes on after the call (and
+// writes $FAKES/after). It reports whether the shell was SIGKILLed.
+func caller(t *testing.T, m *Machine, kill, prog string, args ...string) (killed bool, out string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `FAKES_TEST_PROGRAM="$0" "$@"; echo "exit $?" > "$FAKES/after"`, prog, self)
+	cmd.Args = append(cmd.Args, args...)
+	cmd.Env = append(os.Environ(), EnvDir+"="+m.Dir, EnvFail+"=", EnvKill+"="+kill,
+		"KUBECONFIG="+filepath.Join(m.Dir, "kubeconfig"), "WORK="+m.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			killed = true
+		}
+	}
+	_, afterErr := os.Stat(filepath.Join(m.Dir, "after"))
+	if killed == (afterErr == nil) {
+		t.Fatalf("killed %v but the shell went on: %v", killed, afterErr)
+	}
+	_ = os.Remove(filepath.Join(m.Dir, "after"))
+	return killed, string(b)
+}
+
+// TestKillInsideAStep: FAKE_KILL=STEP does part of the step, then SIGKILLs
+// the whole process group of its caller (the shell after the call never
+// runs), and leaves "FAKE_KILL STEP" as the last call.
+func TestKillInsideAStep(t *testing.T) {
+	pkg := filepath.Join(t.TempDir(), "zarf-package-demo-amd64-1.0.0.tar.zst")
+	if err := os.WriteFile(pkg, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeContexts := func(m *Machine) string {
+		kc, err := clientcmd.LoadFromFile(filepath.Join(m.Dir, "kubeconfig"))
+		if err != nil {
+			return ""
+		}
+		var names []string
+		for n := range kc.Contexts {
+			names = append(names, n)
+		}
+		return strings.Join(names, ",")
+	}
+	for _, tc := range []struct {
+		step  string
+		setup [][]string // calls made unkilled first: program, args...
+		call  []string
+		check func(t *testing.T, m *Machine, st *State)
+	}{
+		{"docker-run", nil, []string{"docker", "run", "-d", "--name", "reg", "--network", "kind", "-p", "127.0.0.1:5002:5000", "registry:2"},
+			func(t *testing.T, m *Machine, st *State) {
+				c := st.Containers["reg"]
+				if c == nil || c.Status != StatusCreated || c.Image != "registry:2" {
+					t.Fatalf("container: %+v, want created, not started", c)
+				}
+				if err := Probe(context.Background(), "http://127.0.0.1:5002/v2/"); err == nil {
+					t.Error("a container never started answers on its port")
+				}
+				r := Runner{Env: []string{EnvDir + "=" + m.Dir}}
+				if out, _ := r.Run(context.Background(), "docker", "ps"); len(out) != 0 {
+					t.Errorf("docker ps shows a created container: %q", out)
+				}
+				if out, _ := r.Run(context.Background(), "docker", "ps", "-a"); string(out) != "reg\t\n" {
+					t.Errorf("docker ps -a: %q", out)
+				}
+			}},
+		{"docker-rm", [][]string{{"docker", "run", "-d", "--name", "x", "img"}, {"docker", "run", "-d", "--name", "y", "img"}},
+			[]string{"docker", "rm", "-f", "x", "y"},
+			func(t *testing.T, _ *Machine, st *State) {
+				if st.Containers["x"] != nil || st.Containers["y"] == nil {
+					t.Errorf("containers %v: want x removed, y left", sortedNames(st))
+				}
+			}},
+		{"docker-network", [][]string{{"docker", "run", "-d", "--name", "reg", "--network", "kind", "img"}},
+			[]string{"docker", "network", "disconnect", "kind", "reg"},
+			func(t *testing.T, _ *Machine, st *State) {
+				if n := st.Containers["reg"].Network; n != "" {
+					t.Errorf("still on network %q: want the disconnect done", n)
+				}
+			}},
+		{"docker-load", nil, []string{"docker", "load", "-i", pkg},
+			func(t *testing.T, _ *Machine, st *State) {
+				if len(st.Images) != 1 {
+					t.Errorf("images %v", st.Images)
+				}
+			}},
+		{"zarf-init", nil, []string{"zarf", "init", pkg, "--confirm"},
+			func(t *testing.T, _ *Machine, st *State) {
+				if len(st.Inits) != 0 || len(st.PartialInits) != 1 {
+					t.Errorf("inits %v, partial %v: want one partial init", st.Inits, st.PartialInits)
+				}
+			}},
+		{"zarf-deploy", nil, []string{"zarf", "package", "deploy", pkg, "--confirm"},
+			func(t *testing.T, _ *Machine, st *State) {
+				if len(st.Deploys) != 1 || !st.Deploys[0].Partial || st.Deploys[0].Package != filepath.Base(pkg) {
+					t.Errorf("deploys %+v: want one partial deploy record", st.Deploys)
+				}
+			}},
+		{"kind-create", nil, []string{"kind-create", "c1"},
+			func(t *testing.T, m *Machine, st *State) {
+				if st.Containers["c1-control-plane"] == nil {
+					t.Error("no node container")
+				}
+				if got := kubeContexts(m); got != "" {
+					t.Errorf("contexts %q: want none written", got)
+				}
+			}},
+		{"kind-delete", [][]string{{"kind-create", "c1"}}, []string{"kind-delete", "c1"},
+			func(t *testing.T, m *Machine, st *State) {
+				if st.Containers["c1-control-plane"] != nil {
+					t.Error("the node container is left")
+				}
+				if got := kubeContexts(m); got != "kind-c1" {
+					t.Errorf("contexts %q: want kind-c1 left", got)
+				}
+			}},
+	} {
+		t.Run(tc.step, func(t *testing.T) {
+			m := newMachine(t)
+			for _, s := range tc.setup {
+				if killed, out := caller(t, m, tc.step+"@9", s[0], s[1:]...); killed {
+					t.Fatalf("setup %v killed: %s", s, out)
+				}
+			}
+			killed, out := caller(t, m, "docker-info,"+tc.step, tc.call[0], tc.call[1:]...)
+			if !killed {
+				t.Fatalf("FAKE_KILL=%s: %v was not killed:\n%s", tc.step, tc.call, out)
+			}
+			calls := m.Calls()
+			if last := calls[len(calls)-1]; last != "FAKE_KILL "+tc.step {
+				t.Errorf("last call %q", last)
+			}
+			st, err := m.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, m, st)
+		})
+	}
+}
+
+// TestKillTheNthTime: STEP@N kills only the N-th time the step is reached;
+// the other steps and the earlier calls run to the end.
+func TestKillTheNthTime(t *testing.T) {
+	m := newMachine(t)
+	const kill = "docker-network@2,zarf-deploy"
+	if killed, out := caller(t, m, kill, "docker", "run", "-d", "--name", "reg", "--network", "kind", "img"); killed {
+		t.Fatalf("docker run killed: %s", out)
+	}
+	if killed, out := caller(t, m, kill, "docker", "network", "disconnect", "kind", "reg"); killed {
+		t.Fatalf("the first docker network call killed: %s", out)
+	}
+	if killed, _ := caller(t, m, kill, "docker", "network", "connect", "--alias", "registry", "kind", "reg"); !killed {
+		t.Fatal("the second docker network call was not killed")
+	}
+	st, _ := m.State()
+	if c := st.Containers["reg"]; c.Network != "kind" || len(c.Aliases) != 0 {
+		t.Errorf("reg: %+v, want connected without its alias", c)
+	}
+	if killed, out := caller(t, m, kill, "docker", "network", "connect", "kind", "reg"); !killed && !strings.Contains(out, "already exists") {
+		t.Errorf("the third call: %s", out)
+	}
+}
+
+// TestKillInProcess: the in-process Runner cannot kill its caller (the
+// test): it does the same half of the step and returns what exec reports
+// for a child killed by SIGKILL.
+func TestKillInProcess(t *testing.T) {
+	m := newMachine(t)
+	r := Runner{Env: []string{EnvDir + "=" + m.Dir, EnvKill + "=docker-run"}}
+	_, err := r.Run(context.Background(), "docker", "run", "-d", "--name", "reg", "img")
+	var re *runner.RunError
+	if !errors.As(err, &re) || !strings.Contains(re.Err.Error(), "signal: killed") {
+		t.Fatalf("got %v, want a RunError for a killed child", err)
+	}
+	st, _ := m.State()
+	if c := st.Containers["reg"]; c == nil || c.Status != StatusCreated {
+		t.Errorf("reg: %+v", c)
 	}
 }

@@ -51,6 +51,11 @@ func (Kind) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeco
 	}); err != nil {
 		return err
 	}
+	if e.kills("kind-create") {
+		// The node container exists; the kube context was never written.
+		e.killed("kind-create")
+		killGroup()
+	}
 	path := kubeconfigFile(kubeconfig)
 	kc, err := clientcmd.LoadFromFile(path)
 	if err != nil {
@@ -84,6 +89,11 @@ func (Kind) Delete(_ context.Context, name, kubeconfig string) error {
 	}); err != nil {
 		return err
 	}
+	if e.kills("kind-delete") {
+		// The node container is gone; its kube context is left behind.
+		e.killed("kind-delete")
+		killGroup()
+	}
 	path := kubeconfigFile(kubeconfig)
 	kc, err := clientcmd.LoadFromFile(path)
 	if err != nil {
@@ -115,6 +125,9 @@ func Probe(_ context.Context, u string) error {
 	found := false
 	err = withState(os.Getenv(EnvDir), func(s *State) error {
 		for _, c := range s.Containers {
+			if c.Status == StatusCreated {
+				continue // never started: nothing listens
+			}
 			for _, p := range c.Ports {
 				if strings.HasPrefix(p, pu.Host+"->") {
 					found = true

@@ -12,10 +12,19 @@ import (
 )
 
 // Docker is the fake docker as a program, for testscript.Main.
-func Docker() { os.Exit(docker(os.Getenv, os.Args[1:], os.Stdout, os.Stderr)) }
+func Docker() { exit(docker(os.Getenv, os.Args[1:], os.Stdout, os.Stderr)) }
 
 // Zarf is the fake zarf as a program, for testscript.Main.
-func Zarf() { os.Exit(zarf(os.Getenv, os.Args[1:], os.Stderr)) }
+func Zarf() { exit(zarf(os.Getenv, os.Args[1:], os.Stderr)) }
+
+// exit ends a fake program; inside a FAKE_KILL step it kills its process
+// group instead (the plugin that ran it, and the script that ran that).
+func exit(code int) {
+	if code == killedExit {
+		killGroup()
+	}
+	os.Exit(code)
+}
 
 // Runner runs the fake docker and zarf in-process, as a runner.Runner for
 // library tests: a failure is a *runner.RunError like a real command's.
@@ -44,6 +53,11 @@ func (r Runner) Run(_ context.Context, name string, args ...string) ([]byte, err
 		code = zarf(r.getenv, args, &stderr)
 	default:
 		code = reject(r.getenv, &stderr, name, args, &unsupported{"program " + name})
+	}
+	if code == killedExit {
+		// In-process there is no child to kill without killing the test:
+		// the caller sees what exec reports for a child killed by SIGKILL.
+		return stdout.Bytes(), &runner.RunError{Argv: append([]string{name}, args...), Stderr: stderr.Bytes(), Err: killedError(name)}
 	}
 	if code != 0 {
 		return stdout.Bytes(), &runner.RunError{Argv: append([]string{name}, args...), Stderr: stderr.Bytes(), Err: fmt.Errorf("exit status %d", code)}

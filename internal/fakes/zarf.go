@@ -92,6 +92,11 @@ func zarf(e env, argv []string, stderr io.Writer) int {
 		if e.fails("zarf-init") {
 			return fail("ERROR: failed to deploy init package: timed out waiting for the registry (FAKE_FAIL)")
 		}
+		if e.kills("zarf-init") {
+			_ = withState(e.dir(), func(s *State) error { s.PartialInits = append(s.PartialInits, ctxName); return nil })
+			e.killed("zarf-init")
+			return killedExit
+		}
 		err = withState(e.dir(), func(s *State) error { s.Inits = append(s.Inits, ctxName); return nil })
 	case "package deploy":
 		if _, err := os.Stat(args[0]); err != nil {
@@ -101,6 +106,12 @@ func zarf(e env, argv []string, stderr io.Writer) int {
 			return fail("ERROR: failed to deploy package: timed out waiting for Deployment podinfo/podinfo to become available (FAKE_FAIL)")
 		}
 		d := Deploy{Context: ctxName, Package: filepath.Base(args[0]), Variables: flags["--set-variables"]}
+		if e.kills("zarf-deploy") {
+			d.Partial = true
+			_ = withState(e.dir(), func(s *State) error { s.Deploys = append(s.Deploys, d); return nil })
+			e.killed("zarf-deploy")
+			return killedExit
+		}
 		err = withState(e.dir(), func(s *State) error { s.Deploys = append(s.Deploys, d); return nil })
 	}
 	if err != nil {
