@@ -54,14 +54,27 @@ type Protection struct {
 	Txn *journal.Transaction
 }
 
-// Protection reads the active pointer, the switch record and the open
-// transaction, failing closed: damage to any is an error, never "none".
-func (s *Session) Protection() (*Protection, error) {
-	active, err := slot.ReadActive(s.Dir)
-	if err != nil {
-		return nil, err
+// Protected reads which slots are protected from the active pointer and
+// the switch record alone (not the slots' records), failing closed.
+func (s *Session) Protected() (active, soaking string, err error) {
+	if active, err = slot.ReadActive(s.Dir); err != nil {
+		return "", "", err
 	}
 	sw, err := switchover.LoadRecord(s.Dir)
+	if err != nil {
+		return "", "", err
+	}
+	if sw != nil && sw.Soaking() {
+		soaking = sw.Previous
+	}
+	return active, soaking, nil
+}
+
+// Protection reads the active pointer, the switch record, the protected
+// slots' records and the open transaction, failing closed: damage to any
+// is an error, never "none".
+func (s *Session) Protection() (*Protection, error) {
+	active, soaking, err := s.Protected()
 	if err != nil {
 		return nil, err
 	}
@@ -69,21 +82,31 @@ func (s *Session) Protection() (*Protection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if active != "" {
-		// A pointer to a slot with no record is damage, except while a
-		// recreate of that slot has torn it down to rebuild it.
-		_, lerr := slot.Load(s.Dir, active)
+	for _, name := range []string{active, soaking} {
+		if name == "" {
+			continue
+		}
+		_, lerr := slot.Load(s.Dir, name)
 		var nf *slot.NotFoundError
-		rebuilding := t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active
-		if errors.As(lerr, &nf) && !rebuilding {
-			return nil, &state.DamageError{Path: s.Dir.Join(slot.ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: slot.ActiveFix(s.Dir)}
+		var dmg *slot.DamagedError
+		switch {
+		case errors.As(lerr, &dmg):
+			// What the slot holds cannot be decided: repair the record,
+			// keeping the slot, before anything else changes.
+			dmg.Protected = true
+			return nil, &state.DamageError{Path: dmg.Path, Problem: fmt.Sprintf("the record of slot %s, which is protected, cannot be read (%v)", name, dmg.Err), Fix: dmg.Repair()}
+		case errors.As(lerr, &nf) && name == active:
+			// A pointer to a slot with no record is damage, except while a
+			// recreate of that slot has torn it down to rebuild it.
+			rebuilding := t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active
+			if !rebuilding {
+				return nil, &state.DamageError{Path: s.Dir.Join(slot.ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: slot.ActiveFix(s.Dir)}
+			}
+		case lerr != nil && !errors.As(lerr, &nf):
+			return nil, lerr
 		}
 	}
-	p := &Protection{Active: active, Txn: t}
-	if sw != nil && sw.Soaking() {
-		p.Soaking = sw.Previous
-	}
-	return p, nil
+	return &Protection{Active: active, Soaking: soaking, Txn: t}, nil
 }
 
 // Why says why name is protected ("" when it is not).

@@ -73,18 +73,37 @@ type StepRecord struct {
 }
 
 // DamagedError is a slot record that cannot be read or is not the record
-// of its slot: its content is not trusted, and destroy --force clears it.
+// of its slot: its content is not trusted. destroy --force clears it and
+// what its slot left; the record of a protected slot (the active one, or
+// the revert target of a soak) is rebuilt instead by repair, which leaves
+// the slot's cluster alone.
 type DamagedError struct {
 	Name, Path string
 	Err        error
+	// Protected is set by whoever knows the slot is protected: its repair
+	// must keep the slot.
+	Protected bool
 }
 
 func (e *DamagedError) Error() string {
+	if e.Protected {
+		return fmt.Sprintf("the record of slot %s (%s) is damaged: %v; rebuild it without touching the slot: %s", e.Name, e.Path, e.Err, e.Repair())
+	}
 	return fmt.Sprintf("the record of slot %s (%s) is damaged: %v; clear it and what its slot left: %s", e.Name, e.Path, e.Err, e.Repair())
 }
 
-// Repair is the command that clears the damaged record.
-func (e *DamagedError) Repair() string { return "kubectl bundle-slot destroy " + e.Name + " --force" }
+// Repair is the command that repairs the damaged record: repair for a
+// protected slot (kept), destroy --force for any other.
+func (e *DamagedError) Repair() string {
+	if e.Protected {
+		return RepairCommand(e.Name)
+	}
+	return "kubectl bundle-slot destroy " + e.Name + " --force"
+}
+
+// RepairCommand rebuilds the damaged record of slot name from the settings
+// and the history, leaving its cluster alone.
+func RepairCommand(name string) string { return "kubectl bundle-slot repair " + name }
 
 // ErrorKind: a damaged record is state that does not allow the step.
 func (e *DamagedError) ErrorKind() errkind.Kind { return errkind.Environment }
@@ -112,6 +131,9 @@ func ValidName(name string) error {
 	return nil
 }
 
+// maxRecordSize caps a slot record; a larger one is damage.
+const maxRecordSize = 1 << 20
+
 func path(d *state.Dir, name string) string { return d.Join("slots", name+".json") }
 
 // Load reads a slot's record.
@@ -119,7 +141,8 @@ func Load(d *state.Dir, name string) (*Record, error) {
 	if err := ValidName(name); err != nil {
 		return nil, errkind.Wrap(errkind.Usage, err)
 	}
-	data, err := os.ReadFile(path(d, name))
+	// Not followed: a record that is a symlink is damage, not a redirect.
+	data, err := state.ReadSmall(path(d, name), maxRecordSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NotFoundError{Name: name}
 	}

@@ -72,11 +72,13 @@ func load(s *session) ([]listing, error) {
 		return nil, err
 	}
 	active := s.active()
+	soaking := s.soaking()
 	out := []listing{}
 	for _, n := range names {
 		rec, err := slot.Load(s.dir, n)
 		var dmg *slot.DamagedError
 		if errors.As(err, &dmg) {
+			dmg.Protected = n == active || n == soaking
 			out = append(out, listing{Record: &slot.Record{Name: n, State: "DAMAGED"}, Active: n == active, Damaged: dmg.Err.Error(), Repair: dmg.Repair()})
 			continue
 		}
@@ -117,7 +119,7 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 	}
 	for _, l := range ls {
 		if l.Damaged != "" {
-			fmt.Fprintf(s.streams.Out, "DAMAGED: the record of slot %s cannot be read (%s); clear it: %s\n", l.Name, l.Damaged, l.Repair)
+			fmt.Fprintf(s.streams.Out, "DAMAGED: the record of slot %s cannot be read (%s); repair: %s\n", l.Name, l.Damaged, l.Repair)
 		}
 	}
 	return nil
@@ -169,13 +171,25 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 }
 
 // active reads the active pointer for a report: damage (to it, the switch
-// record or the journal) is said on stderr with its repair and the report
-// goes on, showing no slot as active.
+// record, a protected slot's record or the journal) is said on stderr with
+// its repair and the report goes on, showing the pointer's slot as active
+// when the pointer itself reads.
 func (s *session) active() string {
-	p, err := s.Protection()
-	if err != nil {
+	if _, err := s.Protection(); err != nil {
 		kcli.Errorf(s.streams.ErrOut, fmt.Errorf("warning: %w", err))
+	}
+	active, err := slot.ReadActive(s.dir)
+	if err != nil {
 		return ""
 	}
-	return p.Active
+	return active
+}
+
+// soaking is the revert target of a soak, "" when none or unreadable.
+func (s *session) soaking() string {
+	_, soaking, err := s.Protected()
+	if err != nil {
+		return ""
+	}
+	return soaking
 }

@@ -85,6 +85,8 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{forceFlag("destroy")},
 				Action: slotArg(destroy, true)},
+			{Name: "repair", Usage: "rebuild the damaged record of a protected SLOT (the active one, or the revert target of a soak) from the settings and the history, without touching its cluster", ArgsUsage: "SLOT",
+				Action: slotArg(repair, true)},
 			{Name: "list", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
 				Action: slotArg(list, false)},
 			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
@@ -329,5 +331,50 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 	if !s.common.Quiet {
 		fmt.Fprintf(s.streams.Out, "slot %s destroyed\n", name)
 	}
+	return nil
+}
+
+// repair rebuilds the damaged record of a protected slot: the repair that
+// keeps the slot (destroy --force is the one for any other slot).
+func repair(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := slot.Load(s.dir, name); err == nil {
+		if !s.common.Quiet {
+			fmt.Fprintf(s.streams.Out, "the record of slot %s reads fine: nothing to repair\n", name)
+		}
+		return nil
+	} else if !errors.As(err, new(*slot.DamagedError)) {
+		return err
+	}
+	// The pointer and the switch record say which slots are kept; damage
+	// to them is repaired first (their own repair is printed).
+	active, soaking, err := s.Protected()
+	if err != nil {
+		return err
+	}
+	if name != active && name != soaking {
+		return errkind.New(errkind.Conflict, "slot %s is not protected (neither the active slot nor the revert target of a soak), so its damaged record is not rebuilt: clear it and what its slot left with kubectl bundle-slot destroy %s --force", name, name)
+	}
+	rep, err := s.m.RepairRecord(ctx, name)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, rep)
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	pkg := "unknown (no deploy of a still staged package in the history): deploy the known-good package again before a recreate (kubectl bundle-slot deploy " + name + " PACKAGE --force)"
+	if rep.Record.Package != nil {
+		pkg = packageString(rep.Record.Package) + ", from " + rep.PackageFrom
+	}
+	fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from the settings (%s); its cluster was not touched\n", name, slot.Summary(rep.Record))
+	fmt.Fprintf(s.streams.Out, "package: %s\n", pkg)
+	fmt.Fprintf(s.streams.Out, "the damaged record is kept at %s\n", rep.Aside)
+	fmt.Fprintf(s.streams.Out, "its gate result was lost: run kubectl bundle-gate --slot %s --record\n", name)
 	return nil
 }

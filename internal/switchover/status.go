@@ -67,7 +67,8 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		rec, err := slot.Load(s.Dir, n)
 		var dmg *slot.DamagedError
 		if errors.As(err, &dmg) {
-			st.Damaged = append(st.Damaged, fmt.Sprintf("slot %s: its record cannot be read (%v); clear it: %s", n, dmg.Err, dmg.Repair()))
+			dmg.Protected = n == st.Active || (sw != nil && sw.Soaking() && n == sw.Previous)
+			st.Damaged = append(st.Damaged, fmt.Sprintf("slot %s: its record cannot be read (%v); repair: %s", n, dmg.Err, dmg.Repair()))
 			continue
 		}
 		if err != nil {
