@@ -53,7 +53,7 @@ func ActiveFix(d *state.Dir) string {
 	}
 	switch len(cmds) {
 	case 0:
-		return "rm " + d.Join(ActiveFile) + " (no slot exists: no slot is active)"
+		return state.RemoveCommand(d.Join(ActiveFile)) + "   # no slot exists: no slot is active"
 	case 1:
 		return cmds[0]
 	}

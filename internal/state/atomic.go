@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -28,4 +30,39 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// SetAsideIfNotFile renames p to p.damaged-<time> when it is a directory or
+// anything else that is neither a regular file nor a symlink, so that an
+// atomic rename can replace it; it returns where it went ("" when p was
+// left alone). Nothing is deleted: the damaged entry is kept to inspect.
+func SetAsideIfNotFile(p string) (string, error) {
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0 {
+		return "", nil
+	}
+	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(p, aside); err != nil {
+		return "", fmt.Errorf("moving the damaged %s aside: %w", p, err)
+	}
+	return aside, SyncDir(filepath.Dir(p))
+}
+
+// RemoveCommand is the shell command that removes the damaged entry p,
+// whatever it is (rm -r for a directory), quoted to run as printed.
+func RemoveCommand(p string) string {
+	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		return "rm -r " + shellQuote(p)
+	}
+	return "rm " + shellQuote(p)
+}
+
+func shellQuote(s string) string {
+	for _, r := range s {
+		if !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r == ',' || r == '=' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

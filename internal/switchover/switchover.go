@@ -119,9 +119,9 @@ func (r *Record) Soaking() bool {
 // switch to the active slot writes it anew.
 func recordFix(d *state.Dir) string {
 	if a, err := slot.ReadActive(d); err == nil && a != "" {
-		return "kubectl bundle-switch to " + a + " --force (re-points every alias at the active slot " + a + " and starts a new soak with no previous slot)"
+		return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
 	}
-	return "rm " + d.Join(RecordFile) + " (no slot is active: there is no switch to keep)"
+	return state.RemoveCommand(d.Join(RecordFile)) + "   # no slot is active: there is no switch to keep"
 }
 
 func (s *Switcher) save(r *Record) error {
@@ -250,10 +250,12 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err != nil && !(force && isDamage(err)) {
 		return nil, err
 	}
+	recordDamaged := err != nil
 	active, err := s.Active()
 	if err != nil && !(force && isDamage(err)) {
 		return nil, err
 	}
+	pointerDamaged := err != nil
 	// Resuming an interrupted switch, or completing the moves to the slot
 	// that is already active: the gate was checked when it began.
 	resuming := sw != nil && sw.Target == target && (sw.Phase == PhaseSwitching || active == target)
@@ -284,6 +286,23 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	if realign {
 		after = PhaseAccepted
+	}
+	// A damaged entry that is not a file (a directory) cannot be replaced
+	// by a rename: it is moved aside first, kept for inspection.
+	for _, f := range []struct {
+		damaged bool
+		path    string
+	}{{recordDamaged, s.recordPath()}, {pointerDamaged, s.Dir.Join(slot.ActiveFile)}} {
+		if !f.damaged {
+			continue
+		}
+		aside, err := state.SetAsideIfNotFile(f.path)
+		if err != nil {
+			return nil, err
+		}
+		if aside != "" {
+			s.logf("moved the damaged %s aside to %s", f.path, aside)
+		}
 	}
 	var out *Record
 	doMove := func() error {
