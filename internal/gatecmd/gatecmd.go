@@ -55,10 +55,12 @@ var exitCodes = kcli.ExitCodesHelp("every check passed", map[errkind.Kind]string
 // Command builds kubectl-bundle-gate.
 func Command(streams kcli.IOStreams) *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "gate file (- for stdin; default the built-in gate)", TakesFile: true},
+		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "gate file (- for stdin; default the built-in gate)", TakesFile: true,
+			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE")},
 		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
 		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
-		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait for every check to pass"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait for every check to pass",
+			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE_TIMEOUT")},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
 		&cli.BoolFlag{Name: "once", Usage: "evaluate every check once and exit, without waiting"},
 		&cli.BoolFlag{Name: "record", Usage: "store the result in the slot's record (needs --slot; the switch requires a recent pass)"},
