@@ -100,7 +100,9 @@ func NextWith(t *Transaction, v *Verification) NextStep {
 			n.Why = "the transaction was aborted; run the cleanup it printed, then end it"
 		}
 		return n
-	case t.Strategy == BlueGreen && (t.Phase == Switched || t.Phase == Soaking) && t.Status == StatusDone:
+	case t.Strategy == BlueGreen && ((t.Phase == Switched && t.Status == StatusDone) || (t.Phase == Soaking && t.Status != StatusFailed)):
+		// The switch leaves SOAKING started for the whole soak (accept
+		// finishes it): that is a normal soak, not an interrupted step.
 		n.Command = script + " accept"
 		n.Alternatives = []string{script + " revert"}
 		n.Why = "soaking: accept or revert (accept retires the previous slot; revert switches back to it and destroys the candidate)"

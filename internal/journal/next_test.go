@@ -36,6 +36,8 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
 		{"soaking", bg(Soaking, StatusDone, Switched), nil,
 			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
+		{"soaking as the switch leaves it (started until accept)", bg(Soaking, StatusStarted, Switched), key,
+			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
 		{"accept interrupted", bg(Retired, StatusStarted, Switched, Accepted), key, bgScript + " accept", nil, "accept finishes"},
 		{"revert interrupted", bg(Destroying, StatusStarted, Switched, SwitchedBack), key, bgScript + " revert", nil, "revert finishes"},
 		{"in-place has no subcommand", &Transaction{Strategy: InPlace, Target: digest, Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusStarted,
