@@ -29,7 +29,8 @@ func (v *violation) Error() string { return fmt.Sprintf("%s after op %d: %s", v.
 type counters struct {
 	seqs, ops, damages, repairs, nexts, chases int
 	kills                                      map[string]int
-	busy                                       time.Duration // running operations (not settling, not setup)
+	allowed                                    map[string]int // known open bugs hit
+	busy                                       time.Duration  // running operations (not settling, not setup)
 }
 
 // seqRun runs one sequence of operations on a fresh site and checks the
@@ -399,6 +400,9 @@ func (r *seqRun) checkDamageMet(pre before, argv []string, res result) *violatio
 		return nil
 	}
 	for _, t := range pre.damaged {
+		if strings.Contains(res.out, "the previous deployment is in place") && r.stillDamaged(t) {
+			return r.fail("D", "%s says the previous deployment is in place while %s is damaged (exit %d):\n%s", strings.Join(argv, " "), t, res.code, tail(res.out))
+		}
 		relevant := true
 		if sl, ok := strings.CutPrefix(t, "slot-"); ok {
 			relevant = names(argv, sl) || isScript(argv) || sl == pre.active
@@ -412,7 +416,7 @@ func (r *seqRun) checkDamageMet(pre before, argv []string, res result) *violatio
 			return r.fail("D", "%s exited 0 while %s is damaged (and it still is):\n%s", strings.Join(argv, " "), t, tail(res.out))
 		case res.code == 0 && !after && !hasFlag(argv, "--force") && !strings.Contains(strings.Join(argv, " "), "abort"):
 			return r.fail("D", "%s exited 0 and silently replaced the damaged %s:\n%s", strings.Join(argv, " "), t, tail(res.out))
-		case res.code != 0 && res.code != 3 && strings.HasPrefix(t, "slot-") && names(argv, strings.TrimPrefix(t, "slot-")):
+		case res.code != 0 && res.code != 3 && strings.HasPrefix(t, "slot-") && actsOn(argv, strings.TrimPrefix(t, "slot-")):
 			// (A command refused for another reason before it read a
 			// shared file is no violation; one about the damaged slot is.)
 			return r.fail("D", "%s exited %d, not 3, while %s is damaged:\n%s", strings.Join(argv, " "), res.code, t, tail(res.out))
@@ -421,6 +425,20 @@ func (r *seqRun) checkDamageMet(pre before, argv []string, res result) *violatio
 		}
 	}
 	return nil
+}
+
+// actsOn: the command changes slot sl itself (and so must read its record first).
+func actsOn(argv []string, sl string) bool {
+	switch {
+	case len(argv) > 2 && argv[0] == "kubectl-bundle-slot" && (argv[1] == "create" || argv[1] == "deploy" || argv[1] == "destroy"):
+		return argv[2] == sl
+	case len(argv) > 2 && argv[0] == "kubectl-bundle-switch" && argv[1] == "to":
+		return argv[2] == sl
+	case argv[0] == "kubectl-bundle-gate":
+		i := slices.Index(argv, "--slot")
+		return i >= 0 && i+1 < len(argv) && argv[i+1] == sl
+	}
+	return false
 }
 
 // allowedChanges: the slots this operation was allowed to change, from
@@ -551,6 +569,9 @@ func (r *seqRun) checkI4(pre before, argv []string, res result) *violation {
 	if !ok || active == "" {
 		return nil
 	}
+	if _, ok := r.record(active); !ok {
+		return nil // a pointer to no record is damage: met by the damage checks
+	}
 	if strings.Contains(res.out, "the previous deployment is in place") && !r.q.inv.healthy(active) {
 		return r.fail("I4", "%s says the previous deployment is in place, but the active slot %s fails its gate:\n%s", strings.Join(argv, " "), active, tail(res.out))
 	}
@@ -629,6 +650,9 @@ func (r *seqRun) chase(bound int, asOp bool) *violation {
 		r.c.nexts++
 		res := r.q.exec(nil, cmd, nil, 0, 2*time.Minute)
 		r.logf("  next as printed: %s -> %s %s", cmd, res, firstError(res.out))
+		if v := r.checkDamageMet(pre, strings.Fields(cmd), res); v != nil {
+			return v
+		}
 		if v := r.checkI1(pre); v != nil {
 			return v
 		}

@@ -161,9 +161,22 @@ func (g *gen) op() string {
 		{2, func() string { return "kubectl-bundle-journal abort" }},
 		{2, func() string { return "kubectl-bundle-journal end" }},
 		{3, func() string {
-			ph := g.pick("VERIFIED", "DEPLOYING", "TEARDOWN", "PROVISIONING", "HEALTHY", "COMMITTED", "RETIRED", "RESTORING")
-			cmd := g.pick("true", "kubectl-bundle-slot deploy "+g.slot()+" "+g.pkg(), "kubectl-bundle-slot destroy "+g.slot())
-			return "kubectl-bundle-journal run " + ph + " -- " + cmd
+			// A step with the command its strategy runs for it (a step
+			// run with "true" would forge its outcome).
+			sl := g.slot()
+			steps := [][2]string{
+				{"VERIFIED", "kubectl-bundle-verify --stage -q " + g.pkg() + " --key $KEY"},
+				{"PROVISIONING", "kubectl-bundle-slot create " + sl},
+				{"PROVISIONED", "kubectl-bundle-slot deploy " + sl + " " + g.pkg()},
+				{"DEPLOYING", "kubectl-bundle-slot deploy " + sl + " " + g.pkg()},
+				{"TEARDOWN", "kubectl-bundle-slot destroy " + sl},
+				{"HEALTHY", "kubectl-bundle-gate --slot " + sl + " --record -f $GATE --timeout 400ms"},
+				{"COMMITTED", "true"},
+				{"DESTROYING", "kubectl-bundle-slot destroy " + sl},
+				{"RETIRED", "kubectl-bundle-slot destroy " + sl},
+			}
+			st := steps[g.r.IntN(len(steps))]
+			return "kubectl-bundle-journal run " + st[0] + " -- " + st[1]
 		}},
 		{4, func() string {
 			return "kubectl-bundle-gate --slot " + g.slot() + " --record -f " + g.pick("$GATE", "$GATE", "$GATEFAIL") + " --timeout 400ms"

@@ -59,7 +59,7 @@ func TestInvariant(t *testing.T) {
 	t.Logf("seed %d (KB_INVARIANT_SEED=%d reproduces this run), budget %s", seed, seed, budget)
 	start := time.Now()
 	site := newInvSite(t)
-	c := &counters{kills: map[string]int{}}
+	c := &counters{kills: map[string]int{}, allowed: map[string]int{}}
 	setup := time.Since(start)
 
 	// The regressions first.
@@ -83,6 +83,11 @@ func TestInvariant(t *testing.T) {
 		if v == nil {
 			continue
 		}
+		if name := knownOpen(v); name != "" {
+			c.allowed[name]++
+			t.Logf("known open bug %s (allowed until its fix is merged): %v", name, firstLine(v.What))
+			continue
+		}
 		found = append(found, v)
 		t.Errorf("seed %d, sequence seed %d: %v\nthe sequence:\n  %s\nwhat happened:\n%s", seed, seq.seed, v,
 			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
@@ -97,6 +102,14 @@ func TestInvariant(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
+	var allowed []string
+	for k, n := range c.allowed {
+		allowed = append(allowed, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(allowed)
+	if len(allowed) > 0 {
+		t.Logf("known open bugs hit (allowed): %s", strings.Join(allowed, ", "))
+	}
 	t.Logf("TestInvariant: %d sequences, %d operations (%.1f ops/s), %d kills (%s), %d damages, %d repairs and %d next commands run as printed (%d chases), %d regressions replayed, %d violations; seed %d; setup %s, elapsed %s",
 		c.seqs, c.ops, float64(c.ops)/c.busy.Seconds(), kills, strings.Join(kinds, ", "), c.damages, c.repairs, c.nexts, c.chases, len(files), len(found), seed, setup.Round(time.Millisecond), elapsed.Round(time.Millisecond))
 }
@@ -234,4 +247,24 @@ func readSequence(path string) (sequence, error) {
 		return s, fmt.Errorf("%s: no operations", path)
 	}
 	return s, nil
+}
+
+// knownOpen names the allowance a violation falls under: a bug of issue
+// 14's list still open on main. Each is one check, to remove with its fix.
+func knownOpen(v *violation) string {
+	for _, k := range knownOpenBugs {
+		if strings.HasPrefix(v.Key, k.key) && strings.Contains(v.What, k.contains) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+var knownOpenBugs = []struct{ name, key, contains string }{}
+
+func firstLine(s string) string {
+	if i := strings.Index(s, "\n"); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
