@@ -75,7 +75,7 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 test: testbin releasetools lint
 	$(GO) vet ./...
 	ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) fuzz FUZZTIME=2000x
+	$(MAKE) fuzz FUZZTIME=2000x INVARIANT_BUDGET=
 
 ## releasetools: goreleaser (pinned in hack/tools/release), cosign (hack/tools/cosign) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
 GORELEASER := $(TESTBIN)/goreleaser
@@ -121,7 +121,9 @@ lint:
 unit:
 	$(GO) test -timeout 30m ./...
 
-## fuzz: run each fuzz target briefly (FUZZTIME, default 10s)
+## fuzz: run each fuzz target briefly (FUZZTIME, default 10s), then the randomized invariant test
+## (e2e TestInvariant) for INVARIANT_BUDGET (default 20m; KB_INVARIANT_SEED=N replays a run)
+INVARIANT_BUDGET ?= 20m
 fuzz:
 	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
 	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle journal:FuzzParseTransaction journal:FuzzParseHistory \
@@ -130,6 +132,10 @@ fuzz:
 	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \
 	done
+	@if [ -n "$(INVARIANT_BUDGET)" ]; then \
+	  echo "TestInvariant for $(INVARIANT_BUDGET)"; \
+	  KB_INVARIANT_BUDGET=$(INVARIANT_BUDGET) $(GO) test -count=1 -timeout 0 -run '^TestInvariant$$' -v ./e2e; \
+	fi
 
 ## install: both spellings of every plugin into PREFIX (default ~/.local/bin), and the strategy scripts into PREFIX/kubectl-bundle-scripts/
 install: build

@@ -30,6 +30,8 @@ type counters struct {
 	seqs, ops, damages, repairs, nexts, chases int
 	kills                                      map[string]int
 	allowed                                    map[string]int // known open bugs hit
+	took                                       map[string]time.Duration
+	count                                      map[string]int
 	busy                                       time.Duration  // running operations (not settling, not setup)
 }
 
@@ -334,11 +336,23 @@ func (r *seqRun) step(line string) *violation {
 		if p.fail != "" {
 			env = append(env, "FAKE_FAIL="+p.fail)
 		}
+		if p.fakeKill != "" {
+			env = append(env, "FAKE_KILL="+p.fakeKill)
+		}
 		res = r.q.exec(argv, "", env, p.kill, 2*time.Minute)
+		kind := filepath.Base(argv[0])
+		if len(argv) > 1 && !strings.HasPrefix(argv[1], "-") && !strings.HasPrefix(argv[1], "/") {
+			kind += " " + argv[1]
+		}
+		r.c.took[kind] += res.took
+		r.c.count[kind]++
 		if res.killed {
 			kind := "random instant"
-			if p.killAfter > 0 {
+			switch {
+			case p.killAfter > 0:
 				kind = "after a plugin call"
+			case p.fakeKill != "" && strings.Contains(res.out+r.q.calls(), "FAKE_KILL"):
+				kind = "inside a step"
 			}
 			r.c.kills[kind]++
 		}

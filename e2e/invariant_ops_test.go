@@ -132,7 +132,7 @@ func (g *gen) force() string {
 }
 func (g *gen) gate() string {
 	if g.chance(0.3) {
-		return " --gate $GATEFAIL --gate-timeout 400ms"
+		return " --gate $GATEFAIL --gate-timeout 200ms"
 	}
 	return " --gate $GATE --gate-timeout 1s"
 }
@@ -143,6 +143,7 @@ func (g *gen) op() string {
 		{4, func() string { return "kubectl-bundle-slot create " + g.slot() + g.force() }},
 		{4, func() string { return "kubectl-bundle-slot deploy " + g.slot() + " " + g.pkg() + g.force() }},
 		{5, func() string { return "kubectl-bundle-slot destroy " + g.slot() + g.force() }},
+		{1, func() string { return "kubectl-bundle-slot repair " + g.slot() }},
 		{5, func() string { return "kubectl-bundle-switch to " + g.slot() + g.force() }},
 		{3, func() string { return "kubectl-bundle-switch back" }},
 		{3, func() string { return "kubectl-bundle-switch accept" + g.pick("", " --if-soaked") }},
@@ -179,7 +180,7 @@ func (g *gen) op() string {
 			return "kubectl-bundle-journal run " + st[0] + " -- " + st[1]
 		}},
 		{4, func() string {
-			return "kubectl-bundle-gate --slot " + g.slot() + " --record -f " + g.pick("$GATE", "$GATE", "$GATEFAIL") + " --timeout 400ms"
+			return "kubectl-bundle-gate --slot " + g.slot() + " --record -f " + g.pick("$GATE", "$GATE", "$GATEFAIL") + " --timeout 200ms"
 		}},
 		{2, func() string { return "kubectl-bundle-verify --stage -q " + g.pkg() + " --key $KEY" }},
 		{12, func() string { return "blue-green.sh apply " + g.pkg() + g.gate() }},
@@ -210,6 +211,9 @@ func (g *gen) op() string {
 			}
 			line = fmt.Sprintf("kill=%dms %s", g.r.IntN(max), line)
 		}
+		if !strings.HasPrefix(line, "kill") && g.chance(0.1) {
+			line = "fakekill=" + g.pick("docker-run", "docker-rm", "docker-network", "docker-network@2", "zarf-init", "zarf-deploy", "kind-create", "kind-delete") + " " + line
+		}
 		if g.chance(0.06) {
 			line = "fail=" + g.pick("zarf-deploy", "kind-create", "kind-delete", "zarf-init") + " " + line
 		}
@@ -227,6 +231,7 @@ type parsed struct {
 	kill      time.Duration
 	killAfter int
 	fail      string
+	fakeKill  string
 	argv      []string
 }
 
@@ -246,6 +251,8 @@ func parseOp(line string) (parsed, error) {
 			p.killAfter, err = strconv.Atoi(v)
 		case "fail":
 			p.fail = v
+		case "fakekill":
+			p.fakeKill = v
 		default:
 			return p, fmt.Errorf("unknown modifier %q", f[0])
 		}

@@ -101,7 +101,7 @@ func (s *invSite) fresh(dir string, soak string) *seqSite {
 	env := append(c.env,
 		"PATH="+s.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"KUBECTL_BUNDLE_GATE="+filepath.Join(c.root, "gate.yaml"),
-		"KUBECTL_BUNDLE_GATE_TIMEOUT=1s",
+		"KUBECTL_BUNDLE_GATE_TIMEOUT=500ms",
 		"KUBECTL_BUNDLE_SOAK_WINDOW="+soak,
 		"KB_TEST_COUNTER="+filepath.Join(c.root, "kill-counter"))
 	return &seqSite{inv: s, root: c.root, env: env}
@@ -298,3 +298,9 @@ func clientConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func yamlToJSON(b []byte, v any) error { return yaml.Unmarshal(b, v) }
+
+// calls is what the fakes logged (FAKE_KILL STEP when one killed its caller).
+func (q *seqSite) calls() string {
+	b, _ := os.ReadFile(filepath.Join(q.root, "fakes", "calls"))
+	return string(b)
+}

@@ -59,7 +59,7 @@ func TestInvariant(t *testing.T) {
 	t.Logf("seed %d (KB_INVARIANT_SEED=%d reproduces this run), budget %s", seed, seed, budget)
 	start := time.Now()
 	site := newInvSite(t)
-	c := &counters{kills: map[string]int{}, allowed: map[string]int{}}
+	c := &counters{kills: map[string]int{}, allowed: map[string]int{}, took: map[string]time.Duration{}, count: map[string]int{}}
 	setup := time.Since(start)
 
 	// The regressions first.
@@ -107,6 +107,12 @@ func TestInvariant(t *testing.T) {
 		allowed = append(allowed, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(allowed)
+	var took []string
+	for k, d := range c.took {
+		took = append(took, fmt.Sprintf("%s %d×%s", k, c.count[k], (d / time.Duration(c.count[k])).Round(time.Millisecond)))
+	}
+	sort.Strings(took)
+	t.Logf("mean time per command: %s", strings.Join(took, ", "))
 	if len(allowed) > 0 {
 		t.Logf("known open bugs hit (allowed): %s", strings.Join(allowed, ", "))
 	}
@@ -260,7 +266,22 @@ func knownOpen(v *violation) string {
 	return ""
 }
 
-var knownOpenBugs = []struct{ name, key, contains string }{}
+var knownOpenBugs = []struct{ name, key, contains string }{
+	// `switch to PREVIOUS` during a blue-green soak moves the pointer back
+	// but leaves the transaction SOAKING; journal status then says accept,
+	// whose RETIRED step would destroy the now active slot: refused, the
+	// same advice for ever (internal/switchover: reported, not yet fixed).
+	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "it is the active slot"},
+	// With the active pointer damaged, a strategy re-run still gates,
+	// records RESTORED and ends the transaction (journal run/end and gate
+	// --record do not read the pointer): exit 1 "previous deployment is in
+	// place" instead of exit 3 and the repair (reported, not yet fixed).
+	// (a), the rest of it: gate --slot A --record with the protected slot
+	// A's record damaged prints "slot destroy A --force" as the repair,
+	// which the guard refuses (it names slot repair A).
+	{"a-gate-names-destroy-for-protected-record", "D: the repair a damage report printed fails", "which is protected, cannot be read"},
+	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
+}
 
 func firstLine(s string) string {
 	if i := strings.Index(s, "\n"); i >= 0 {
