@@ -32,7 +32,7 @@ type counters struct {
 	allowed                                    map[string]int // known open bugs hit
 	took                                       map[string]time.Duration
 	count                                      map[string]int
-	busy                                       time.Duration  // running operations (not settling, not setup)
+	busy                                       time.Duration // running operations (not settling, not setup)
 }
 
 // seqRun runs one sequence of operations on a fresh site and checks the

@@ -109,7 +109,7 @@ func TestInvariant(t *testing.T) {
 	sort.Strings(allowed)
 	var took []string
 	for k, d := range c.took {
-		took = append(took, fmt.Sprintf("%s %d×%s", k, c.count[k], (d / time.Duration(c.count[k])).Round(time.Millisecond)))
+		took = append(took, fmt.Sprintf("%s %d×%s", k, c.count[k], (d/time.Duration(c.count[k])).Round(time.Millisecond)))
 	}
 	sort.Strings(took)
 	t.Logf("mean time per command: %s", strings.Join(took, ", "))
