@@ -280,6 +280,11 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// A's record damaged prints "slot destroy A --force" as the repair,
 	// which the guard refuses (it names slot repair A).
 	{"a-gate-names-destroy-for-protected-record", "D: the repair a damage report printed fails", "which is protected, cannot be read"},
+	// Like (f): after slot destroy ACTIVE --force, switch status names
+	// "switch to ACTIVE" as the repair, which exits 2 (no such slot);
+	// the pointer to no record is damage whose repair is another slot
+	// or removing the pointer (internal/switchover: reported).
+	{"status-repair-names-destroyed-active", "I2: the repair switch status prints fails", "exit 2"},
 	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
 }
 
