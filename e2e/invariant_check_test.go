@@ -475,6 +475,15 @@ func (r *seqRun) allowedChanges(pre before) map[string]bool {
 		switch {
 		case e.Type == "force":
 			allowed[e.Slot] = true
+		case e.Type == "step" && e.Phase == "DESTROYING":
+			// Blue-green's rollback and revert destroy the candidate,
+			// which is never protected by then (a revert has switched
+			// back first); never the slot that is active.
+			if t := txns[e.TxnID]; t != nil && t.Slots.Candidate != "" {
+				if a, _ := r.pointer(); a != t.Slots.Candidate {
+					allowed[t.Slots.Candidate] = true
+				}
+			}
 		case e.Type == "step" && owner[e.Phase]:
 			if t := txns[e.TxnID]; t != nil && t.Slots.Active != "" {
 				allowed[t.Slots.Active] = true
