@@ -34,8 +34,9 @@ import (
 //	D   damage is met with exit 3 and a repair that works as printed
 //
 // KB_INVARIANT_SEED reproduces a run; KB_INVARIANT_BUDGET (a duration)
-// bounds it. A violation is shrunk and written to testdata/invariant/,
-// whose files are replayed first on every run.
+// bounds it. A violation is shrunk (unless KB_INVARIANT_SHRINK=0) and
+// written to testdata/invariant/, whose files are replayed first on every
+// run.
 func TestInvariant(t *testing.T) {
 	budget := 100 * time.Second
 	if testing.Short() {
@@ -89,8 +90,12 @@ func TestInvariant(t *testing.T) {
 			continue
 		}
 		found = append(found, v)
+		t.Logf("first violation after %d sequences, %d operations, %s", c.seqs, c.ops, time.Since(start).Round(time.Second))
 		t.Errorf("seed %d, sequence seed %d: %v\nthe sequence:\n  %s\nwhat happened:\n%s", seed, seq.seed, v,
 			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
+		if os.Getenv("KB_INVARIANT_SHRINK") == "0" {
+			continue
+		}
 		shrunk := shrink(t, site, seq, v, c)
 		path := writeRegression(t, shrunk, v, seed)
 		t.Errorf("shrunk to %d operations, kept as %s (replayed first on every run):\n  %s", len(shrunk.ops), path, strings.Join(shrunk.ops, "\n  "))
