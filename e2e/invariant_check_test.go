@@ -399,6 +399,17 @@ func (r *seqRun) runRepair(cmd string) *violation {
 	if res.code != 0 {
 		return r.fail("D", "the repair a damage report printed fails when run as printed: %s: %s\n%s", cmd, res, tail(res.out))
 	}
+	// It must repair something this sequence damaged (advice that only
+	// reads, such as "inspect it", is no repair).
+	if len(pre.damaged) > 0 {
+		fixed := false
+		for _, t := range pre.damaged {
+			fixed = fixed || !r.stillDamaged(t)
+		}
+		if !fixed {
+			return r.fail("D", "the repair a damage report printed exits 0 but repairs nothing: %s (still damaged: %s)", cmd, strings.Join(pre.damaged, ", "))
+		}
+	}
 	if v := r.checkI1(pre); v != nil {
 		return v
 	}
