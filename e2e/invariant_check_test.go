@@ -232,6 +232,9 @@ func (r *seqRun) stillDamaged(target string) bool {
 		if !ok || t == nil {
 			return false
 		}
+		if _, err := os.Lstat(r.q.state("journal", "history.jsonl")); os.IsNotExist(err) {
+			return false // moved aside: a new history starts from the transaction
+		}
 		h := r.history()
 		var last int64
 		if len(h) > 0 {
