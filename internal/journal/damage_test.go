@@ -3,7 +3,6 @@ package journal
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -21,18 +20,15 @@ func TestCorruptHistoryRepairRunsAsPrinted(t *testing.T) {
 	f.Close()
 	_, err = j.Load()
 	var ce *CorruptError
-	if !errors.As(err, &ce) || strings.Contains(err.Error(), "journal log") {
+	if !errors.As(err, &ce) || strings.Contains(err.Error(), "journal log") || !strings.Contains(err.Error(), ": "+RepairCommand+"   # ") {
 		t.Fatalf("load: %v", err)
 	}
-	i := strings.Index(err.Error(), "mv ")
-	if i < 0 {
-		t.Fatalf("no mv repair in %q", err)
-	}
-	if out, err := exec.Command("sh", "-c", err.Error()[i:]).CombinedOutput(); err != nil {
-		t.Fatalf("repair: %v: %s", err, out)
-	}
-	if _, err := j.Repair(); err != nil {
+	did, err := j.RepairDamage()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(did, "\n"), "moved the unreadable history.jsonl aside") {
+		t.Errorf("repair said %q", did)
 	}
 	got, err := j.Load()
 	if err != nil || got == nil || got.ID != tx.ID {
@@ -40,6 +36,148 @@ func TestCorruptHistoryRepairRunsAsPrinted(t *testing.T) {
 	}
 	if _, err := j.Start(Verified); err != nil {
 		t.Fatalf("step after the repair: %v", err)
+	}
+}
+
+// A damaged transaction.json is rebuilt from the history by the printed
+// repair: the same transaction, phase, status, slots and package, and the
+// steps go on.
+func TestDamagedTransactionRebuiltFromHistory(t *testing.T) {
+	j := newJournal(t)
+	tx, err := j.Begin(BeginOptions{Strategy: BlueGreen, Target: strings.Repeat("1", 64), Package: "/p/pkg.tar.zst",
+		Fallback: strings.Repeat("2", 64), Slots: Slots{Active: "a", Candidate: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Phase{Verified, Provisioning} {
+		if _, err := j.Start(p); err != nil {
+			t.Fatal(err)
+		}
+		if p == Verified {
+			if _, err := j.Done(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := j.Fail(Provisioning, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := j.Load()
+	for _, damage := range []string{"", "{\"apiVersion\":", "garbage"} {
+		if err := os.WriteFile(j.txnPath(), []byte(damage), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = j.Load()
+		if err == nil || !strings.Contains(err.Error(), ": "+RepairCommand+"   # rebuilds it from the history") {
+			t.Fatalf("load of %q: %v", damage, err)
+		}
+		if _, err := j.Repair(); err == nil {
+			t.Fatalf("a mutating command went on over %q", damage)
+		}
+		did, err := j.RepairDamage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(did, "\n"), "rebuilt transaction.json of transaction "+tx.ID) {
+			t.Errorf("repair said %q", did)
+		}
+		got, err := j.Load()
+		if err != nil || got == nil {
+			t.Fatalf("after the repair: %v", err)
+		}
+		if got.ID != tx.ID || got.Phase != Provisioning || got.Status != StatusFailed || got.Slots != want.Slots ||
+			got.Package != want.Package || got.Fallback != want.Fallback || got.Target != want.Target || got.LastError != want.LastError || len(got.Steps) != len(want.Steps) {
+			t.Fatalf("rebuilt %+v, want %+v", got, want)
+		}
+	}
+	if _, err := j.Start(Provisioning); err != nil {
+		t.Fatalf("retry after the repair: %v", err)
+	}
+}
+
+// An emptied or cut history is never repaired silently: every mutating
+// command stops, naming what was lost and the open transaction, until the
+// printed repair acknowledges it; the open transaction is kept.
+func TestCutHistoryIsReportedNotRepairedSilently(t *testing.T) {
+	for _, cut := range []string{"emptied", "truncated", "cut mid-line"} {
+		t.Run(cut, func(t *testing.T) {
+			j := newJournal(t)
+			tx, err := j.Begin(BeginOptions{Strategy: InPlace, Target: strings.Repeat("1", 64)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Start(Verified); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Done(Verified); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Start(Deploying); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(j.histPath())
+			lines := strings.SplitAfter(string(b), "\n")
+			var keep string
+			switch cut {
+			case "truncated":
+				keep = lines[0]
+			case "cut mid-line":
+				keep = lines[0] + lines[1][:10]
+			}
+			if err := os.WriteFile(j.histPath(), []byte(keep), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = j.Repair()
+			var le *HistoryLossError
+			if !errors.As(err, &le) || le.Lines < 2 || le.Bytes != int64(len(b)-len(keep[:strings.LastIndex(keep, "\n")+1])) ||
+				!strings.Contains(err.Error(), "transaction "+tx.ID) || !strings.HasSuffix(err.Error(), ": "+RepairCommand) {
+				t.Fatalf("repair of a history %s: %v", cut, err)
+			}
+			if _, err := j.Repair(); err == nil {
+				t.Fatal("the second mutating command went on")
+			}
+			did, err := j.RepairDamage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(did, "\n"), "acknowledged") {
+				t.Errorf("repair said %q", did)
+			}
+			if _, err := j.Repair(); err != nil {
+				t.Fatalf("after the acknowledgement: %v", err)
+			}
+			got, err := j.Load()
+			if err != nil || got == nil || got.ID != tx.ID || got.Phase != Deploying {
+				t.Fatalf("the open transaction after the repair: %+v %v", got, err)
+			}
+			h, _ := ReadHistory(j.histPath())
+			if l := h.Last(); l == nil || l.Type != "repair" || !strings.Contains(l.Detail, "lost") {
+				t.Fatalf("the loss is not recorded: %+v", l)
+			}
+			if _, err := j.Done(Deploying); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A crash between the two writes of a transition loses the one history
+// line that transaction.json keeps: that is still restored without asking.
+func TestCrashLostLineStillRestored(t *testing.T) {
+	j := newJournal(t)
+	if _, err := j.Begin(BeginOptions{Strategy: InPlace, Target: strings.Repeat("1", 64)}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(j.histPath())
+	if _, err := j.Start(Verified); err != nil {
+		t.Fatal(err)
+	}
+	// The history and its mark as they were before the append.
+	os.WriteFile(j.histPath(), b, 0o600)
+	writeMark(j.dir.Join(Dir), mark{Seq: 1, Bytes: int64(len(b))})
+	note, err := j.Repair()
+	if err != nil || !strings.Contains(note, "restored history line 2") {
+		t.Fatalf("repair: %q %v", note, err)
 	}
 }
 

@@ -39,6 +39,12 @@ type Event struct {
 	// Slot and Detail describe events of the slot binary's steps.
 	Slot   string `json:"slot,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Package, Fallback and Slots are the begin event's rest of the
+	// transaction, so that a damaged transaction.json can be rebuilt from
+	// the history (kubectl bundle-journal repair).
+	Package  string `json:"package,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	Slots    *Slots `json:"slots,omitempty"`
 }
 
 // History is history.jsonl as read.
@@ -85,10 +91,7 @@ func ReadHistory(p string) (*History, error) {
 // authority, keeps the open transaction and the next command starts a new
 // history from it.
 func historyCorrupt(p string, err error) *CorruptError {
-	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
-	return &CorruptError{Path: p, Err: err, Repair: fmt.Sprintf(
-		"move it aside (the open transaction is kept in %s, and the next command starts a new history from it): mv %s %s",
-		TransactionFile, shellWord(p), shellWord(aside))}
+	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # moves it aside (kept) and starts a new history from the open transaction in " + TransactionFile}
 }
 
 // OpenInHistory is the transaction the history shows begun and not ended,
@@ -189,7 +192,13 @@ func appendEvent(p string, ev Event) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return state.SyncDir(filepath.Dir(p))
+	if err := state.SyncDir(filepath.Dir(p)); err != nil {
+		return err
+	}
+	// The mark lets the next command tell a history cut from outside from
+	// one a crash cut mid-append (the mark lags the history by at most
+	// this one line).
+	return writeMark(filepath.Dir(p), mark{Seq: ev.Seq, Bytes: h.ValidBytes + int64(len(b)) + 1})
 }
 
 func truncateTo(p string, n int64) error {

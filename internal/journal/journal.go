@@ -88,16 +88,16 @@ func (j *Journal) loadFile() (*Transaction, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, txnCorrupt(p, err)
 	}
 	defer f.Close()
 	b, err := readAllLimit(f, MaxTransactionSize+1)
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, txnCorrupt(p, err)
 	}
 	t, err := ParseTransaction(b)
 	if err != nil {
-		return nil, &CorruptError{Path: p, Err: err}
+		return nil, txnCorrupt(p, err)
 	}
 	return t, nil
 }
@@ -113,15 +113,20 @@ func (j *Journal) Repair() (repaired string, err error) {
 	if err != nil {
 		return "", err
 	}
+	t, terr := j.loadFile()
+	// Lines a crash cannot lose (more than the last one, or below the
+	// mark) are never restored silently: the operator acknowledges them.
+	if loss := j.loss(h, t); loss != nil {
+		return "", loss
+	}
 	if h.Torn != nil {
 		if err := truncateTo(j.histPath(), h.ValidBytes); err != nil {
 			return "", err
 		}
 		repaired = fmt.Sprintf("removed a torn last line from %s (a crash cut it mid-append)", HistoryFile)
 	}
-	t, err := j.loadFile()
-	if err != nil || t == nil {
-		return repaired, err
+	if terr != nil || t == nil {
+		return repaired, terr
 	}
 	last := h.Last()
 	switch {
@@ -171,7 +176,9 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Phase: Begun, Status: StatusDone,
 		Steps:     []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now}},
 		CreatedAt: now}
-	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target}
+	slots := o.Slots
+	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target,
+		Package: o.Package, Fallback: o.Fallback, Slots: &slots}
 	return t, j.commit(t, seq, ev)
 }
 

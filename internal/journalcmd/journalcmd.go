@@ -97,6 +97,11 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(_ context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
 			},
 			{
+				Name:   "repair",
+				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, move an unreadable history aside, acknowledge lines cut from the history (each recorded)",
+				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
+			},
+			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",
 				Action: func(_ context.Context, cmd *cli.Command) error { return end(streams, cmd) },
@@ -424,4 +429,38 @@ func end(streams kcli.IOStreams, cmd *cli.Command) error {
 		fmt.Fprintf(streams.Out, "ended transaction %s in %s\n", t.ID, t.Phase)
 	}
 	return nil
+}
+
+func repairCmd(streams kcli.IOStreams, cmd *cli.Command) error {
+	if cmd.NArg() != 0 {
+		return kcli.Usage("repair takes no arguments")
+	}
+	s, err := openWith(streams, cmd, statesession.Options{Mutate: true, SkipJournalRepair: true})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	did, err := s.j.RepairDamage()
+	for _, d := range did {
+		fmt.Fprintf(streams.ErrOut, "repaired: %s\n", d)
+	}
+	if err != nil {
+		return err
+	}
+	if len(did) == 0 && !s.common.Quiet {
+		fmt.Fprintln(streams.Out, "the journal reads fine: nothing to repair")
+		return nil
+	}
+	t, err := s.j.Load()
+	if err != nil {
+		return err
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	if t == nil {
+		_, err = fmt.Fprintln(streams.Out, "no transaction in progress")
+		return err
+	}
+	return writeText(streams.Out, t, nextOf(s.dir, t))
 }

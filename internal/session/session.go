@@ -25,6 +25,9 @@ type Options struct {
 	Mutate bool
 	// Log receives what a repair did and --force overrides; nil discards them.
 	Log io.Writer
+	// SkipJournalRepair leaves the journal as it is, for the command that
+	// repairs damage to it (kubectl bundle-journal repair).
+	SkipJournalRepair bool
 	// Step is the transaction step (TXN/PHASE) this process runs, for
 	// `journal run` itself; its command inherits it through $KUBECTL_BUNDLE_STEP.
 	Step string
@@ -66,6 +69,9 @@ func Open(o Options) (*Session, error) {
 	if err := stepConflict(d, s.step); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if o.SkipJournalRepair {
+		return s, nil
 	}
 	note, err := s.Journal.Repair()
 	if err != nil {

@@ -1,0 +1,251 @@
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// RepairCommand repairs a journal damaged from outside: a transaction.json
+// that does not parse (rebuilt from the history), a history that does not
+// parse (moved aside, a new one started from the open transaction), or a
+// history cut short (the loss acknowledged and recorded).
+const RepairCommand = "kubectl bundle-journal repair"
+
+// MarkFile records the sequence number and length of the history after
+// its last append.
+const MarkFile = "history.mark"
+
+type mark struct {
+	Seq   int64 `json:"seq"`
+	Bytes int64 `json:"bytes"`
+}
+
+// readMark returns the mark, nil when there is none or it does not parse
+// (it is a check, rewritten by the next append).
+func readMark(dir string) *mark {
+	b, err := state.ReadSmall(filepath.Join(dir, MarkFile), 4096)
+	if err != nil {
+		return nil
+	}
+	var m mark
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return &m
+}
+
+func writeMark(dir string, m mark) error {
+	b, _ := json.Marshal(m)
+	return state.WriteFile(filepath.Join(dir, MarkFile), append(b, '\n'))
+}
+
+// HistoryLossError is a history that lost lines no crash can lose: cut or
+// emptied from outside. It is never restored silently.
+type HistoryLossError struct {
+	Path string
+	// Lines and Bytes are what was lost; FromSeq..ToSeq the events.
+	Lines, Bytes    int64
+	FromSeq, ToSeq  int64
+	Txn             *Transaction
+	transactionNote string
+}
+
+func (e *HistoryLossError) Error() string {
+	return fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d) that no crash can lose: something outside kubectl-bundle cut it; %s; acknowledge the loss (it is recorded in the history, and the open transaction's last step is restored): %s",
+		e.Path, e.Lines, e.Bytes, e.FromSeq, e.ToSeq, e.note(), RepairCommand)
+}
+
+func (e *HistoryLossError) note() string {
+	if e.Txn == nil {
+		return "no transaction is open in " + TransactionFile
+	}
+	return fmt.Sprintf("transaction %s (%s) is kept in %s, in phase %s (%s)", e.Txn.ID, e.Txn.Strategy, TransactionFile, e.Txn.Phase, e.Txn.Status)
+}
+
+// ErrorKind: a cut history is state that does not allow the step.
+func (e *HistoryLossError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// loss compares h with the mark and with t: a history shorter than its
+// mark, or missing more than the last transition of t (the one line a
+// crash between the two writes loses), lost lines.
+func (j *Journal) loss(h *History, t *Transaction) *HistoryLossError {
+	var last int64
+	if l := h.Last(); l != nil {
+		last = l.Seq
+	}
+	e := &HistoryLossError{Path: j.histPath(), Txn: t, FromSeq: last + 1}
+	if m := readMark(j.dir.Join(Dir)); m != nil && (last < m.Seq || h.ValidBytes < m.Bytes) {
+		e.ToSeq, e.Bytes = m.Seq, max(0, m.Bytes-h.ValidBytes)
+	}
+	if t != nil && last < t.Seq-1 {
+		e.ToSeq = max(e.ToSeq, t.Seq-1)
+	}
+	if e.ToSeq < e.FromSeq && e.Bytes == 0 {
+		return nil
+	}
+	e.Lines = max(0, e.ToSeq-last)
+	if e.ToSeq < e.FromSeq {
+		e.FromSeq, e.ToSeq = last, last
+	}
+	return e
+}
+
+func txnCorrupt(p string, err error) *CorruptError {
+	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # rebuilds it from the history (the damaged file is kept aside)"}
+}
+
+// setAside renames p to p.damaged-<time>, returning the new name.
+func setAside(p string) (string, error) {
+	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	if err := os.Rename(p, aside); err != nil {
+		return "", fmt.Errorf("moving %s aside: %w", p, err)
+	}
+	return aside, state.SyncDir(filepath.Dir(p))
+}
+
+// RepairDamage repairs what something outside kubectl-bundle did to the
+// journal, saying each thing it did: an unreadable history is moved aside
+// and a new one started; an unreadable transaction.json is moved aside and
+// rebuilt from the history's events of the open transaction (or, when the
+// history cannot tell it, left to abort --force); lines cut from the
+// history are acknowledged in a repair event, after the open
+// transaction's last step is restored. The caller holds the lock.
+func (j *Journal) RepairDamage() ([]string, error) {
+	if _, err := j.dir.MkdirAll(Dir); err != nil {
+		return nil, err
+	}
+	var did []string
+	h, herr := ReadHistory(j.histPath())
+	if herr != nil {
+		aside, err := setAside(j.histPath())
+		if err != nil {
+			return did, err
+		}
+		why := herr
+		var ce *CorruptError
+		if errors.As(herr, &ce) {
+			why = ce.Err
+		}
+		did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s (%v)", HistoryFile, aside, why))
+		h = &History{}
+	}
+	t, terr := j.loadFile()
+	if terr != nil {
+		aside, err := setAside(j.txnPath())
+		if err != nil {
+			return did, err
+		}
+		t = nil
+		open := h.OpenInHistory()
+		switch rt := rebuild(h, open); {
+		case rt != nil:
+			b, _ := json.MarshalIndent(rt, "", "  ")
+			if _, err := ParseTransaction(b); err != nil {
+				return did, fmt.Errorf("rebuilding %s from the history: %w", TransactionFile, err)
+			}
+			if err := state.WriteFile(j.txnPath(), append(b, '\n')); err != nil {
+				return did, err
+			}
+			t = rt
+			did = append(did, fmt.Sprintf("rebuilt %s of transaction %s (%s) from the history: phase %s (%s); the damaged file is kept at %s", TransactionFile, rt.ID, rt.Strategy, rt.Phase, rt.Status, aside))
+		case open != nil:
+			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; the history shows transaction %s open (last recorded: %s %s) but not its begin, so it cannot be rebuilt: check its slots, then close it: kubectl bundle-journal abort --force", TransactionFile, aside, open.TxnID, open.Phase, open.Status))
+		case herr != nil:
+			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; with the history unreadable too, whether a transaction was open cannot be told: check the slots (kubectl bundle-slot list; kubectl bundle-switch status)", TransactionFile, aside))
+		default:
+			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; the history shows no transaction open", TransactionFile, aside))
+		}
+	}
+	if loss := j.loss(h, t); loss != nil || herr != nil {
+		var last int64
+		if l := h.Last(); l != nil {
+			last = l.Seq
+		}
+		next := last + 1
+		if t != nil && last < t.Seq {
+			if err := appendEvent(j.histPath(), t.LastEvent); err != nil {
+				return did, err
+			}
+			did = append(did, fmt.Sprintf("restored the last step of transaction %s (#%d %s %s) to the history", t.ID, t.Seq, t.LastEvent.Phase, t.LastEvent.Status))
+			next = t.Seq + 1
+		}
+		detail := "the history was unreadable and was moved aside: a new history starts here"
+		if loss != nil {
+			detail = fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d), acknowledged", HistoryFile, loss.Lines, loss.Bytes, loss.FromSeq, loss.ToSeq)
+			next = max(next, loss.ToSeq+1)
+		}
+		ev := Event{Seq: next, Time: j.now(), TxnID: NoTransaction, Type: "repair", Detail: detail, Status: StatusDone}
+		if t != nil {
+			ev.TxnID = t.ID
+		}
+		if err := appendEvent(j.histPath(), ev); err != nil {
+			return did, err
+		}
+		if loss != nil {
+			did = append(did, "recorded in the history: "+detail+"; "+loss.note())
+		}
+	}
+	note, err := j.Repair()
+	if note != "" {
+		did = append(did, note)
+	}
+	return did, err
+}
+
+// rebuild is the open transaction as its history events tell it, nil when
+// they do not reach back to its begin.
+func rebuild(h *History, open *Event) *Transaction {
+	if open == nil {
+		return nil
+	}
+	var t *Transaction
+	for _, ev := range h.Events {
+		if ev.TxnID != open.TxnID {
+			continue
+		}
+		at := ev.Time
+		switch ev.Type {
+		case EventBegin:
+			t = &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: ev.TxnID, Strategy: ev.Strategy, Target: ev.Target,
+				Package: ev.Package, Fallback: ev.Fallback, Phase: Begun, Status: StatusDone, CreatedAt: at,
+				Steps: []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: at, EndedAt: &at}}}
+			if ev.Slots != nil {
+				t.Slots = *ev.Slots
+			}
+		case EventStep, EventAbort:
+			if t == nil {
+				return nil
+			}
+			s := t.Step(ev.Phase)
+			switch {
+			case ev.Status == StatusStarted && s != nil && t.Phase == ev.Phase:
+				s.Status, s.Attempts, s.StartedAt, s.EndedAt, s.Error = StatusStarted, s.Attempts+1, at, nil, ""
+			case ev.Status == StatusStarted || s == nil || t.Phase != ev.Phase:
+				t.Steps = append(t.Steps, Step{Phase: ev.Phase, Status: ev.Status, Attempts: 1, StartedAt: at})
+				s = &t.Steps[len(t.Steps)-1]
+				if ev.Status != StatusStarted {
+					s.EndedAt = &at
+				}
+			default:
+				s.Status, s.EndedAt, s.Error = ev.Status, &at, ev.Error
+			}
+			if ev.Status == StatusFailed {
+				t.LastError = fmt.Sprintf("%s: %s", ev.Phase, ev.Error)
+			}
+			t.Phase, t.Status = ev.Phase, ev.Status
+		default:
+			continue
+		}
+		if t != nil {
+			t.Seq, t.UpdatedAt, t.LastEvent = ev.Seq, at, ev
+		}
+	}
+	return t
+}
