@@ -125,5 +125,6 @@ case "$command" in
   revert) revert "$@" ;;
   status) status ;;
   -h | --help | help) usage ;;
-  *) usage >&2; exit 2 ;;
+  "") usage >&2; refuse 2 "a command is required: apply, accept, revert or status (see --help)" ;;
+  *) refuse 2 "unknown command \"$command\" for \"blue-green.sh\" (see --help)" ;;
 esac

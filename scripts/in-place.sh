@@ -2,7 +2,7 @@
 # in-place.sh: strategy A. Deploy the update into the active slot, gate it,
 # commit. On a failed deploy or gate, redeploy the previous package into the
 # same slot: best effort, the slot was changed in place. Re-running after a
-# crash resumes.
+# crash resumes: a deploy interrupted once is done again, twice restores.
 #
 #   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--log FILE]
 set -o errexit -o nounset -o pipefail
@@ -38,6 +38,11 @@ main() {
   active=$(txn slots.active)
   digest=$(txn target)
   resume restore RESTORING
+  # U4: a deploy killed once is deployed again; killed twice, the journal
+  # says restore (docs/strategies.md: in-place after a crash).
+  if [ "$("$JOURNAL" status -o 'jsonpath={.next.restore}')" = "true" ]; then
+    restore "$("$JOURNAL" status -o 'jsonpath={.next.why}')"
+  fi
 
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || restore "verification of $PACKAGE"
   pass "package verified and staged ($digest)"

@@ -28,7 +28,7 @@ require_plugins() {
     command -v "$p" >/dev/null 2>&1 || missing+=("$p")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
-    echo "$(basename "$0"): not on PATH: ${missing[*]}. Install all five plugins (docs/install.md: krew, the release archives, or make install) and re-run." >&2
+    echo "error: not on PATH: ${missing[*]}. Install all five plugins (docs/install.md: krew, the release archives, or make install) and re-run." >&2
     exit 3
   fi
 }
@@ -74,12 +74,13 @@ die() {
   refuse 2 "$@"
 }
 
-# refuse CODE MSG...: say MSG and exit with CODE of the table
-# (docs/exit-codes.md): 2 usage, 3 a precondition missing, 4 a conflict.
+# refuse CODE MSG...: say MSG as kubectl says errors ("error: MSG") and
+# exit with CODE of the table (docs/exit-codes.md): 2 usage, 3 a
+# precondition missing, 4 a conflict.
 refuse() {
   local code=$1
   shift
-  echo "$(basename "$0"): $*" >&2
+  echo "error: $*" >&2
   exit "$code"
 }
 
@@ -251,7 +252,7 @@ check_open() {
   [ -z "$strategy" ] && return 0
   package=$(txn package)
   if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && ! same_file "$package" "$PACKAGE"; }; then
-    echo "$(basename "$0"): transaction $(txn id) ($strategy, package ${package:-$(txn target)}) is open; finish it first:" >&2
+    echo "error: transaction $(txn id) ($strategy, package ${package:-$(txn target)}) is open; finish it first:" >&2
     "$JOURNAL" status >&2 || true
     exit 4
   fi

@@ -39,6 +39,25 @@ type NextStep struct {
 	// soak: revert beside accept).
 	Alternatives []string `json:"alternatives,omitempty"`
 	Why          string   `json:"why"`
+	// Restore: the orchestrator's re-run restores the previous package
+	// instead of redoing the interrupted step (RestoresNext).
+	Restore bool `json:"restore,omitempty"`
+}
+
+// MaxInterruptedDeploys is how many times in-place's DEPLOYING may be
+// interrupted (its process killed inside the step) before the re-run
+// restores the previous package instead of deploying the target again
+// (U4; docs/strategies.md gives the reason).
+const MaxInterruptedDeploys = 2
+
+// RestoresNext reports whether the orchestrator's re-run of t restores
+// the previous package rather than redoing the interrupted step: in-place's
+// DEPLOYING found interrupted after MaxInterruptedDeploys attempts. A first
+// interruption is redone (the target deployed again), like every step.
+func RestoresNext(t *Transaction) bool {
+	s := t.Step(Deploying)
+	return t.Strategy == InPlace && t.Phase == Deploying && t.Status == StatusStarted &&
+		s != nil && s.Attempts >= MaxInterruptedDeploys
 }
 
 // Verification is the material a strategy script verifies a package with,
@@ -118,6 +137,14 @@ func NextWith(t *Transaction, v *Verification) NextStep {
 	case t.Status == StatusFailed:
 		n.Command = apply
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
+	case RestoresNext(t):
+		n.Command, n.Restore = apply, true
+		n.Why = fmt.Sprintf("%s was interrupted %d times (the deploy itself may be what stops the process): re-running the orchestrator restores the previous package into slot %s, best effort",
+			t.Phase, t.Step(Deploying).Attempts, t.Slots.Active)
+	case t.Status == StatusStarted && t.Strategy == InPlace && t.Phase == Deploying:
+		n.Command = apply
+		n.Why = fmt.Sprintf("%s started but did not finish (the process was interrupted): re-running the orchestrator deploys the target again (a failed deploy or gate then restores the previous package; a deploy interrupted %d times is not retried)",
+			t.Phase, MaxInterruptedDeploys)
 	case t.Status == StatusStarted:
 		n.Command = apply
 		n.Why = fmt.Sprintf("%s started but did not finish (the process was interrupted): re-running the orchestrator redoes it from a clean state", t.Phase)

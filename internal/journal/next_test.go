@@ -41,8 +41,11 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 		{"accept interrupted", bg(Retired, StatusStarted, Switched, Accepted), key, bgScript + " accept", nil, "accept finishes"},
 		{"revert interrupted", bg(Destroying, StatusStarted, Switched, SwitchedBack), key, bgScript + " revert", nil, "revert finishes"},
 		{"in-place has no subcommand", &Transaction{Strategy: InPlace, Target: digest, Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusStarted,
-			Steps: []Step{{Phase: Deploying, Status: StatusStarted}}}, key,
-			ScriptPath(InPlace) + " /site/pkg.tar.zst --key /site/keys/cosign.pub", nil, "interrupted"},
+			Steps: []Step{{Phase: Deploying, Status: StatusStarted, Attempts: 1}}}, key,
+			ScriptPath(InPlace) + " /site/pkg.tar.zst --key /site/keys/cosign.pub", nil, "deploys the target again"},
+		{"in-place deploy interrupted twice restores", &Transaction{Strategy: InPlace, Target: digest, Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusStarted,
+			Slots: Slots{Active: "a"}, Steps: []Step{{Phase: Deploying, Status: StatusStarted, Attempts: 2}}}, key,
+			ScriptPath(InPlace) + " /site/pkg.tar.zst --key /site/keys/cosign.pub", nil, "interrupted 2 times (the deploy itself may be what stops the process): re-running the orchestrator restores the previous package into slot a"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := NextWith(c.tx, c.v)
@@ -54,6 +57,9 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 			}
 			if !strings.Contains(n.Why, c.why) {
 				t.Errorf("why %q lacks %q", n.Why, c.why)
+			}
+			if want := strings.Contains(c.why, "restores the previous package"); n.Restore != want {
+				t.Errorf("restore %v, want %v", n.Restore, want)
 			}
 			if strings.Contains(n.Why, "interrupted") && c.why == "soaking: accept or revert" {
 				t.Errorf("a normal soak reads as interrupted: %q", n.Why)
