@@ -208,20 +208,26 @@ func TestMain(m *testing.M) {
 	case "zarf":
 		Zarf()
 	case "kind-create", "kind-delete":
-		cfg := &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: "kindest/node:v1.31.0"}}}
-		var err error
-		if os.Getenv(envProgram) == "kind-create" {
-			err = Kind{}.Create(context.Background(), os.Args[1], cfg, "")
-		} else {
-			err = Kind{}.Delete(context.Background(), os.Args[1], "")
-		}
-		if err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(kindProgram(os.Getenv(envProgram), os.Args[1]))
 	}
 	os.Exit(m.Run())
+}
+
+// kindProgram is the in-process kind as a caller would run it: create or
+// delete cluster name; its exit status, as kind's (1 on an error).
+func kindProgram(what, name string) int {
+	cfg := &v1alpha4.Cluster{Nodes: []v1alpha4.Node{{Role: v1alpha4.ControlPlaneRole, Image: "kindest/node:v1.31.0"}}}
+	var err error
+	if what == "kind-create" {
+		err = Kind{}.Create(context.Background(), name, cfg, "")
+	} else {
+		err = Kind{}.Delete(context.Background(), name, "")
+	}
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	return 0
 }
 
 // caller runs PROG ARGS... the way a strategy script runs a plugin: from a
