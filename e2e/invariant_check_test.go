@@ -226,12 +226,9 @@ func (r *seqRun) stillDamaged(target string) bool {
 		_, ok := r.txn()
 		return !ok
 	case "history":
-		// Lines lost before the transaction's last one (a torn last line
-		// is what a crash leaves, and is repaired without asking).
-		t, ok := r.txn()
-		if !ok || t == nil {
-			return false
-		}
+		// Lines lost before the transaction's last one, or below the
+		// history's mark when the journal keeps one (a torn last line is
+		// what a crash leaves, and is repaired without asking).
 		if _, err := os.Lstat(r.q.state("journal", "history.jsonl")); os.IsNotExist(err) {
 			return false // moved aside: a new history starts from the transaction
 		}
@@ -240,7 +237,16 @@ func (r *seqRun) stillDamaged(target string) bool {
 		if len(h) > 0 {
 			last = h[len(h)-1].Seq
 		}
-		return last < t.Seq-1
+		if b, err := os.ReadFile(r.q.state("journal", "history.mark")); err == nil {
+			var m struct {
+				Seq int64 `json:"seq"`
+			}
+			if json.Unmarshal(b, &m) == nil && last < m.Seq {
+				return true
+			}
+		}
+		t, ok := r.txn()
+		return ok && t != nil && last < t.Seq-1
 	}
 	sl := strings.TrimPrefix(target, "slot-")
 	p := r.q.state("slots", sl+".json")
