@@ -301,6 +301,12 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// (d): an emptied history.jsonl with a transaction open is "repaired"
 	// by appending the transaction's last event (as after a crash).
 	{"d-emptied-history-repaired-silently", "D: %s exited 0 and silently replaced the damaged", "damaged history"},
+	// The repair of a damaged pointer or switch record (switch to SLOT
+	// --force) is refused while a killed script's step is left started
+	// ("switching now would race it": checkTransaction reads the status,
+	// not the step lock), and the script's re-run is refused by the
+	// damage (internal/switchover: reported).
+	{"repair-refused-by-an-interrupted-step", "D: the repair a damage report printed fails", "switching now would race it"},
 	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
 }
 
