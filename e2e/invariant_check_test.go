@@ -385,9 +385,9 @@ func (r *seqRun) step(line string) *violation {
 	r.updateKG()
 	if adv := advice(res.out, r.lastActive); adv != "" && res.code != 0 && !res.killed {
 		r.lastAdvice = adv
-		if res.code == 3 && isDamageReport(res.out) && r.rng.Float64() < 0.5 {
+		if dadv := damageAdvice(res.out, r.lastActive); res.code == 3 && dadv != "" && r.rng.Float64() < 0.5 {
 			// Met with exit 3 and a repair: it must work as printed.
-			if v := r.runRepair(adv); v != nil {
+			if v := r.runRepair(dadv); v != nil {
 				return v
 			}
 		}
@@ -454,7 +454,7 @@ func (r *seqRun) checkDamageMet(pre before, argv []string, res result) *violatio
 			// (A command refused for another reason before it read a
 			// shared file is no violation; one about the damaged slot is.)
 			return r.fail("D", "%s exited %d, not 3, while %s is damaged:\n%s", strings.Join(argv, " "), res.code, t, tail(res.out))
-		case res.code == 3 && advice(res.out, r.lastActive) == "":
+		case res.code == 3 && damageAdvice(res.out, r.lastActive) == "":
 			return r.fail("D", "%s exited 3 while %s is damaged but printed no command that repairs it:\n%s", strings.Join(argv, " "), t, tail(res.out))
 		}
 	}
@@ -664,7 +664,7 @@ func (r *seqRun) chase(bound int, asOp bool) *violation {
 		pre := r.observe()
 		st := r.q.plugin("kubectl-bundle-journal", "status", "-o", "json")
 		if st.code == 3 {
-			adv := advice(st.out, r.lastActive)
+			adv := damageAdvice(st.out, r.lastActive)
 			if adv == "" {
 				return r.fail("D", "journal status exits 3 and prints no repair:\n%s", tail(st.out))
 			}
@@ -760,13 +760,13 @@ func (r *seqRun) settle() *violation {
 		if !r.stillDamaged(t) {
 			continue
 		}
-		// Any mutating command meets the damage: a no-op journal end is
-		// the cheapest (the damage report comes before anything else).
+		// The damage report of journal status, else of a mutating command
+		// that changes nothing (destroying a slot that does not exist).
 		res := r.q.plugin("kubectl-bundle-journal", "status")
-		adv := advice(res.out, r.lastActive)
+		adv := damageAdvice(res.out, r.lastActive)
 		if res.code != 3 || adv == "" {
 			res = r.q.plugin("kubectl-bundle-slot", "destroy", "zz-none")
-			adv = advice(res.out, r.lastActive)
+			adv = damageAdvice(res.out, r.lastActive)
 		}
 		if adv == "" {
 			continue
@@ -848,8 +848,18 @@ func advice(out, lastActive string) string {
 	return strings.TrimRight(c, ".,:")
 }
 
-func isDamageReport(out string) bool {
-	return strings.Contains(out, "damaged") || strings.Contains(out, "unreadable") || strings.Contains(out, "is missing, but the history")
+// damageAdvice is the repair a damage report prints: the command on the
+// line that says what is damaged ("" when no line does).
+func damageAdvice(out, lastActive string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " is damaged") || strings.Contains(line, " is unreadable") ||
+			strings.Contains(line, "is missing, but the history") || strings.Contains(line, "that no crash can lose") {
+			if adv := advice(line, lastActive); adv != "" {
+				return adv
+			}
+		}
+	}
+	return ""
 }
 
 func firstError(out string) string {
