@@ -119,6 +119,17 @@ func (e *ConflictError) Error() string { return e.Msg }
 // ErrorKind: a conflict.
 func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
+// SettingsError is a ready slot asked to be created with other settings:
+// create never rebuilds a ready slot.
+type SettingsError struct{ Slot, Provider, Context string }
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (kubectl bundle-slot destroy %s)", e.Slot, e.Provider, e.Context, e.Slot)
+}
+
+// ErrorKind: a conflict.
+func (e *SettingsError) ErrorKind() errkind.Kind { return errkind.Conflict }
+
 // Create builds slotName: preflight, then the provider's steps, each
 // recorded. Created with the same inputs already: ErrAlreadyCreated. Left
 // half-built by a crash or failure: destroyed and rebuilt.
@@ -145,7 +156,7 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 		case old.State == StateReady && old.Inputs == in:
 			return old, ErrAlreadyCreated
 		case old.State == StateReady:
-			return nil, &ConflictError{fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (kubectl bundle-slot destroy %s)", slotName, old.Provider, old.Context, slotName)}
+			return nil, &SettingsError{Slot: slotName, Provider: old.Provider, Context: old.Context}
 		default:
 			m.logf("slot %s: recorded as %s, not finished: destroying it to rebuild from a clean state", slotName, old.State)
 			if err := m.Destroy(ctx, slotName); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
@@ -271,6 +272,10 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 		}
 	}
 	rec, err := s.m.Create(ctx, name, slot.CreateOptions{PackageBytes: size})
+	var se *slot.SettingsError
+	if errors.As(err, &se) {
+		return s.settingsAdvice(se)
+	}
 	already := errors.Is(err, slot.ErrAlreadyCreated)
 	var pe *slot.PreflightError
 	if errors.As(err, &pe) && !s.common.Quiet && s.common.Output == kcli.OutputText {
@@ -377,4 +382,34 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	fmt.Fprintf(s.streams.Out, "the damaged record is kept at %s\n", rep.Aside)
 	fmt.Fprintf(s.streams.Out, "its gate result was lost: run kubectl bundle-gate --slot %s --record\n", name)
 	return nil
+}
+
+// settingsAdvice is create's refusal of a ready slot with other settings,
+// with advice that works: a protected slot is not destroyed to be rebuilt
+// (the guard refuses it), so its settings change through a new slot or the
+// strategy that owns rebuilding it, or --force, said loudly.
+func (s *session) settingsAdvice(se *slot.SettingsError) error {
+	p, err := s.Protection()
+	if err != nil {
+		return err
+	}
+	why := p.Why(se.Slot)
+	if why == "" {
+		return se
+	}
+	other := "b"
+	if se.Slot == "b" {
+		other = "a"
+	}
+	var how string
+	if se.Slot == p.Soaking {
+		how = "end the soak first (kubectl bundle-switch accept retires it; kubectl bundle-switch back makes it active again), then change its settings as for any slot"
+	} else {
+		how = fmt.Sprintf("to serve with the new settings, build them in another slot and switch to it (blue-green: %s apply PACKAGE --key KEY, with the new settings in %s or the KUBECTL_BUNDLE_* variables; it builds slot %s), "+
+			"or rebuild this slot with them through a recreate update (%s PACKAGE --key KEY tears it down and rebuilds it, with the package deployed now as the fallback)",
+			journal.ScriptPath(journal.BlueGreen), s.dir.Join("config.yaml"), other, journal.ScriptPath(journal.Recreate))
+	}
+	return errkind.New(errkind.Conflict, "slot %s exists with other settings (provider %s, context %s) and is protected: %s, so it is not destroyed to be rebuilt; %s; "+
+		"or, losing what it serves, destroy it anyway: kubectl bundle-slot destroy %s --force (WARNING: said and recorded in the history)",
+		se.Slot, se.Provider, se.Context, why, how, se.Slot)
 }
