@@ -115,7 +115,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			return err
 		}
 		dir = ss.Dir
-		if rec, err = slot.Load(dir, slotName); err != nil {
+		if rec, err = ss.LoadSlot(slotName); err != nil {
 			return err
 		}
 	}
@@ -211,7 +211,7 @@ func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Rep
 		return err
 	}
 	defer ss.Close()
-	rec, err := slot.Load(ss.Dir, name)
+	rec, err := ss.LoadSlot(name)
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,33 @@ func (s *Session) Protection() (*Protection, error) {
 	return &Protection{Active: active, Soaking: soaking, Txn: t}, nil
 }
 
+// Check reads the state every mutating command relies on (the active
+// pointer, the switch record, the protected slots' records and the open
+// transaction), failing closed: damage is an error naming its repair. A
+// command that changes the site calls it before its first write, even when
+// it touches no slot itself (a journal step, a gate result).
+func (s *Session) Check() error {
+	_, err := s.Protection()
+	return err
+}
+
+// LoadSlot reads the record of slot name. A damaged record's error names
+// the repair that fits the slot: rebuilding it (slot repair) when it is
+// protected, clearing it (slot destroy --force) when it is not; damage to
+// the pointer or the switch record, which decide that, comes first.
+func (s *Session) LoadSlot(name string) (*slot.Record, error) {
+	rec, err := slot.Load(s.Dir, name)
+	var dmg *slot.DamagedError
+	if errors.As(err, &dmg) {
+		active, soaking, perr := s.Protected()
+		if perr != nil {
+			return nil, perr
+		}
+		dmg.Protected = name == active || name == soaking
+	}
+	return rec, err
+}
+
 // Why says why name is protected ("" when it is not).
 func (p *Protection) Why(name string) string {
 	switch name {
