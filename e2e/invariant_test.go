@@ -303,6 +303,7 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// (d): an emptied history.jsonl with a transaction open is "repaired"
 	// by appending the transaction's last event (as after a crash).
 	{"d-emptied-history-repaired-silently", "D: %s exited 0 and silently replaced the damaged", "damaged history"},
+	{"d-emptied-history-repaired-silently", "D: %s says the previous deployment is in place while", "history is damaged"},
 	// The repair of a damaged pointer or switch record (switch to SLOT
 	// --force) is refused while a killed script's step is left started
 	// ("switching now would race it": checkTransaction reads the status,
