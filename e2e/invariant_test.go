@@ -284,32 +284,21 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// whose RETIRED step would destroy the now active slot: refused, the
 	// same advice for ever (internal/switchover: reported, not yet fixed).
 	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "it is the active slot"},
-	// With the active pointer damaged, a strategy re-run still gates,
-	// records RESTORED and ends the transaction (journal run/end and gate
-	// --record do not read the pointer): exit 1 "previous deployment is in
-	// place" instead of exit 3 and the repair (reported, not yet fixed).
-	// (a), the rest of it: gate --slot A --record with the protected slot
-	// A's record damaged prints "slot destroy A --force" as the repair,
-	// which the guard refuses (it names slot repair A).
-	{"a-gate-names-destroy-for-protected-record", "D: the repair a damage report printed fails", "which is protected, cannot be read"},
 	// Like (f): after slot destroy ACTIVE --force, switch status names
 	// "switch to ACTIVE" as the repair, which exits 2 (no such slot);
 	// the pointer to no record is damage whose repair is another slot
 	// or removing the pointer (internal/switchover: reported).
 	{"status-repair-names-destroyed-active", "I2: the repair switch status prints fails", "exit 2"},
-	// (c): a damaged transaction.json prints advice to inspect it and
-	// restore it from the log; the command in it (journal log) repairs nothing.
-	{"c-damaged-transaction-advice", "D: the repair a damage report printed exits 0 but repairs nothing", "transaction"},
-	// (d): an emptied history.jsonl with a transaction open is "repaired"
-	// by appending the transaction's last event (as after a crash).
-	{"d-emptied-history-repaired-silently", "D: %s exited 0 and silently replaced the damaged", "damaged history"},
-	{"d-emptied-history-repaired-silently", "D: %s says the previous deployment is in place while", "history is damaged"},
 	// The repair of a damaged pointer or switch record (switch to SLOT
 	// --force) is refused while a killed script's step is left started
 	// ("switching now would race it": checkTransaction reads the status,
 	// not the step lock), and the script's re-run is refused by the
 	// damage (internal/switchover: reported).
 	{"repair-refused-by-an-interrupted-step", "D: the repair a damage report printed fails", "switching now would race it"},
+	// With the active pointer damaged, a strategy re-run still gates,
+	// records RESTORED and ends the transaction (journal run/end and gate
+	// --record do not read the pointer): exit 1 "previous deployment is in
+	// place" instead of exit 3 and the repair (reported, not yet fixed).
 	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
 }
 
