@@ -284,6 +284,9 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// whose RETIRED step would destroy the now active slot: refused, the
 	// same advice for ever (internal/switchover: reported, not yet fixed).
 	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "it is the active slot"},
+	// The same switch killed half way (switch phase SWITCHING): journal
+	// status says accept, which refuses ("nothing is soaking"), for ever.
+	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "nothing is soaking (switch phase SWITCHING)"},
 	// Like (f): after slot destroy ACTIVE --force, switch status names
 	// "switch to ACTIVE" as the repair, which exits 2 (no such slot);
 	// the pointer to no record is damage whose repair is another slot
