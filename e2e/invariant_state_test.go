@@ -1,0 +1,196 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// The state dir as TestInvariant reads it: raw, so that damage does not
+// stop the checker.
+
+type rawRecord struct {
+	Package *struct {
+		Digest string `json:"digest"`
+	} `json:"package"`
+	Gate *struct {
+		Passed  bool      `json:"passed"`
+		Package string    `json:"package"`
+		Time    time.Time `json:"time"`
+	} `json:"gate"`
+}
+
+func (r *seqRun) record(sl string) (*rawRecord, bool) {
+	p := r.q.state("slots", sl+".json")
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	rec := &rawRecord{}
+	if json.Unmarshal(b, rec) != nil {
+		return nil, false
+	}
+	return rec, true
+}
+
+// pointer reads the active pointer: ok false when it is damaged.
+func (r *seqRun) pointer() (string, bool) {
+	p := r.q.state("active")
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return "", true
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	b, _ := os.ReadFile(p)
+	s := strings.TrimSuffix(string(b), "\n")
+	if s == "" || strings.ContainsAny(s, "\n\r") || !regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`).MatchString(s) {
+		return "", false
+	}
+	return s, true
+}
+
+type rawTxn struct {
+	ID       string `json:"id"`
+	Strategy string `json:"strategy"`
+	Phase    string `json:"phase"`
+	Status   string `json:"status"`
+	Seq      int64  `json:"seq"`
+	Slots    struct {
+		Active    string `json:"active"`
+		Candidate string `json:"candidate"`
+	} `json:"slots"`
+}
+
+// txn reads transaction.json: nil, true when there is none; ok false when
+// it is damaged.
+func (r *seqRun) txn() (*rawTxn, bool) {
+	p := r.q.state("journal", "transaction.json")
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return nil, true
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	b, _ := os.ReadFile(p)
+	t := &rawTxn{}
+	if json.Unmarshal(b, t) != nil || t.ID == "" {
+		return nil, false
+	}
+	return t, true
+}
+
+// soaking reads switch.json: the previous slot while a switch soaks.
+func (r *seqRun) soaking() (string, bool) {
+	p := r.q.state("switch.json")
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return "", true
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	b, _ := os.ReadFile(p)
+	var sw struct {
+		Phase    string `json:"phase"`
+		Previous string `json:"previous"`
+	}
+	if json.Unmarshal(b, &sw) != nil {
+		return "", false
+	}
+	if sw.Previous != "" && (sw.Phase == "SWITCHING" || sw.Phase == "SWITCHED" || sw.Phase == "SWITCHING_BACK") {
+		return sw.Previous, true
+	}
+	return "", true
+}
+
+type histEvent struct {
+	Seq    int64  `json:"seq"`
+	TxnID  string `json:"txn"`
+	Type   string `json:"type"`
+	Phase  string `json:"phase"`
+	Status string `json:"status"`
+	Slot   string `json:"slot"`
+}
+
+// history reads the complete lines of history.jsonl.
+func (r *seqRun) history() []histEvent {
+	b, err := os.ReadFile(r.q.state("journal", "history.jsonl"))
+	if err != nil {
+		return nil
+	}
+	var out []histEvent
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		var e histEvent
+		if len(line) > 0 && line[len(line)-1] == '\n' && json.Unmarshal(line, &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// stillDamaged reports whether a target this sequence damaged still is.
+func (r *seqRun) stillDamaged(target string) bool {
+	switch target {
+	case "active":
+		a, ok := r.pointer()
+		if !ok {
+			return true
+		}
+		if a == "" {
+			return false
+		}
+		if _, ok := r.record(a); ok {
+			return false
+		}
+		// A pointer to a slot with no record: damage, except while a
+		// recreate of that slot rebuilds it.
+		t, _ := r.txn()
+		_, err := os.Lstat(r.q.state("slots", a+".json"))
+		return !(os.IsNotExist(err) && t != nil && t.Strategy == "recreate" && t.Slots.Active == a)
+	case "switch":
+		_, ok := r.soaking()
+		return !ok
+	case "transaction":
+		_, ok := r.txn()
+		return !ok
+	case "history":
+		// Lines lost before the transaction's last one, or below the
+		// history's mark when the journal keeps one (a torn last line is
+		// what a crash leaves, and is repaired without asking).
+		if _, err := os.Lstat(r.q.state("journal", "history.jsonl")); os.IsNotExist(err) {
+			return false // moved aside: a new history starts from the transaction
+		}
+		h := r.history()
+		var last int64
+		if len(h) > 0 {
+			last = h[len(h)-1].Seq
+		}
+		if b, err := os.ReadFile(r.q.state("journal", "history.mark")); err == nil {
+			var m struct {
+				Seq int64 `json:"seq"`
+			}
+			if json.Unmarshal(b, &m) == nil && last < m.Seq {
+				return true
+			}
+		}
+		t, ok := r.txn()
+		return ok && t != nil && last < t.Seq-1
+	}
+	sl := strings.TrimPrefix(target, "slot-")
+	p := r.q.state("slots", sl+".json")
+	if _, err := os.Lstat(p); os.IsNotExist(err) {
+		return false
+	}
+	_, ok := r.record(sl)
+	return !ok
+}
