@@ -123,6 +123,15 @@ type weightedOp struct {
 }
 
 func (g *gen) slot() string { return g.pick("a", "b") }
+
+// target is the slot a command changes: more often a, the slot that is
+// active (then, after a switch, the revert target) when a sequence starts.
+func (g *gen) target() string {
+	if g.chance(0.65) {
+		return "a"
+	}
+	return "b"
+}
 func (g *gen) pkg() string  { return g.pick("$V1", "$V2", "$V2") }
 func (g *gen) force() string {
 	if g.chance(0.12) {
@@ -140,9 +149,9 @@ func (g *gen) gate() string {
 // op draws one operation.
 func (g *gen) op() string {
 	ops := []weightedOp{
-		{4, func() string { return "kubectl-bundle-slot create " + g.slot() + g.force() }},
-		{4, func() string { return "kubectl-bundle-slot deploy " + g.slot() + " " + g.pkg() + g.force() }},
-		{5, func() string { return "kubectl-bundle-slot destroy " + g.slot() + g.force() }},
+		{4, func() string { return "kubectl-bundle-slot create " + g.target() + g.force() }},
+		{4, func() string { return "kubectl-bundle-slot deploy " + g.target() + " " + g.pkg() + g.force() }},
+		{6, func() string { return "kubectl-bundle-slot destroy " + g.target() + g.force() }},
 		{1, func() string { return "kubectl-bundle-slot repair " + g.slot() }},
 		{5, func() string { return "kubectl-bundle-switch to " + g.slot() + g.force() }},
 		{3, func() string { return "kubectl-bundle-switch back" }},
