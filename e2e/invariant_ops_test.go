@@ -132,7 +132,7 @@ func (g *gen) target() string {
 	}
 	return "b"
 }
-func (g *gen) pkg() string  { return g.pick("$V1", "$V2", "$V2") }
+func (g *gen) pkg() string { return g.pick("$V1", "$V2", "$V2") }
 func (g *gen) force() string {
 	if g.chance(0.12) {
 		return " --force"
