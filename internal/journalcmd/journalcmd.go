@@ -328,6 +328,9 @@ func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		if e.Type == journal.EventBegin {
 			line += fmt.Sprintf(" %s %s", e.Strategy, e.Target)
+			if e.Fallback != "" {
+				line += " fallback " + e.Fallback
+			}
 		}
 		switch {
 		case e.Type == "slot":

@@ -343,6 +343,11 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	case PhaseSwitchedBack:
 		return sw, nil
 	case PhaseAccepted:
+		if _, err := slot.Load(s.Dir, sw.Previous); errors.As(err, new(*slot.NotFoundError)) {
+			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
+				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (kubectl bundle-journal log shows the previous transaction's fallback digest)",
+				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target)}
+		}
 		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (kubectl bundle-switch to %s, with a fresh gate)", sw.Target, sw.Previous, sw.Previous)}
 	}
 	t, err := s.transaction()
