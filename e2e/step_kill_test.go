@@ -286,7 +286,7 @@ func killInsideEveryStep(t *testing.T, base *switchSite, gateArgs []string, scri
 		if next == "" {
 			// No transaction open: the script itself, as it was run.
 			next = strings.Join(append([]string{repo("scripts", script)}, args...), " ")
-		} else if !strings.HasSuffix(next, " accept") && !strings.HasSuffix(next, " revert") {
+		} else if !strings.Contains(next, ".sh accept") && !strings.Contains(next, ".sh revert") {
 			next += " " + strings.Join(gateArgs, " ")
 		}
 		out, killed, code := s.runScript(nil, "", next)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ScriptsDir is the directory beside the plugin binaries that make install
@@ -92,11 +93,26 @@ const MaterialHint = "add the verification material the package is signed with: 
 // known; NextWith is the same with it.
 func Next(t *Transaction) NextStep { return NextWith(t, nil) }
 
+// Soak is what the switch record says of a blue-green soak.
+type Soak struct {
+	// Ends is when the soak window ends (zero when unknown).
+	Ends time.Time
+	// Over says the window has passed.
+	Over bool
+	// RevertTarget says the previous slot still exists, so revert can work.
+	RevertTarget bool
+}
+
 // NextWith says what comes next for t: the legal phases and the exact
 // command. The strategy's orchestrator resumes from the journal, so
 // re-running it is always right; the command names it, with its
 // subcommand, the package's absolute path and v's verification material.
-func NextWith(t *Transaction, v *Verification) NextStep {
+func NextWith(t *Transaction, v *Verification) NextStep { return NextWithSoak(t, v, nil) }
+
+// NextWithSoak is NextWith knowing the soak (nil: unknown): once its window
+// has passed the next command is accept, and revert is offered only while
+// the previous slot exists.
+func NextWithSoak(t *Transaction, v *Verification, soak *Soak) NextStep {
 	n := NextStep{Phases: Legal(t)}
 	script := ScriptPath(t.Strategy)
 	run := []string{script}
@@ -122,9 +138,28 @@ func NextWith(t *Transaction, v *Verification) NextStep {
 	case t.Strategy == BlueGreen && ((t.Phase == Switched && t.Status == StatusDone) || (t.Phase == Soaking && t.Status != StatusFailed)):
 		// The switch leaves SOAKING started for the whole soak (accept
 		// finishes it): that is a normal soak, not an interrupted step.
-		n.Command = script + " accept"
-		n.Alternatives = []string{script + " revert"}
-		n.Why = "soaking: accept or revert (accept retires the previous slot; revert switches back to it and destroys the candidate)"
+		// accept and revert take the same material as apply (parse_args),
+		// so the line runs as printed whatever the script checks.
+		accept := strings.Join(append([]string{script, "accept"}, material...), " ")
+		revert := strings.Join(append([]string{script, "revert"}, material...), " ")
+		n.Command = accept
+		canRevert := soak == nil || soak.RevertTarget
+		switch {
+		case soak != nil && soak.Over:
+			n.Why = fmt.Sprintf("the soak is over (its window ended %s): accept retires the previous slot", soak.Ends.Format(time.RFC3339))
+			if canRevert {
+				n.Alternatives = []string{revert}
+				n.Why += fmt.Sprintf("; revert is still possible while slot %s exists", t.Slots.Active)
+			}
+		case canRevert:
+			n.Alternatives = []string{revert}
+			n.Why = "soaking: accept or revert (accept retires the previous slot; revert switches back to it and destroys the candidate)"
+		default:
+			n.Why = fmt.Sprintf("soaking, but the previous slot %s is gone, so there is nothing to revert to: accept", t.Slots.Active)
+		}
+		if soak != nil && !soak.Over && !soak.Ends.IsZero() {
+			n.Why += fmt.Sprintf("; the soak window ends %s", soak.Ends.Format(time.RFC3339))
+		}
 		return n
 	case t.Strategy == BlueGreen && (t.Phase == Accepted || t.Phase == Retired):
 		n.Command = script + " accept"

@@ -3,6 +3,7 @@ package journal
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNextCommandRunsAsPrinted(t *testing.T) {
@@ -33,11 +34,11 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 		{"no material says what to add", bg(Healthy, StatusDone), nil,
 			bgScript + " apply /site/pkg.tar.zst", nil, "--key ABS_PATH"},
 		{"soaking after the switch", bg(Switched, StatusDone, Verified, Healthy), key,
-			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
+			bgScript + " accept --key /site/keys/cosign.pub", []string{bgScript + " revert --key /site/keys/cosign.pub"}, "soaking: accept or revert"},
 		{"soaking", bg(Soaking, StatusDone, Switched), nil,
 			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
 		{"soaking as the switch leaves it (started until accept)", bg(Soaking, StatusStarted, Switched), key,
-			bgScript + " accept", []string{bgScript + " revert"}, "soaking: accept or revert"},
+			bgScript + " accept --key /site/keys/cosign.pub", []string{bgScript + " revert --key /site/keys/cosign.pub"}, "soaking: accept or revert"},
 		{"accept interrupted", bg(Retired, StatusStarted, Switched, Accepted), key, bgScript + " accept", nil, "accept finishes"},
 		{"revert interrupted", bg(Destroying, StatusStarted, Switched, SwitchedBack), key, bgScript + " revert", nil, "revert finishes"},
 		{"in-place has no subcommand", &Transaction{Strategy: InPlace, Target: digest, Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusStarted,
@@ -65,5 +66,30 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 				t.Errorf("a normal soak reads as interrupted: %q", n.Why)
 			}
 		})
+	}
+}
+
+// After the soak window, status says the soak is over and names accept
+// with the material the transaction was begun with (keyless too); revert is
+// offered only while the previous slot exists.
+func TestNextAfterTheSoakWindow(t *testing.T) {
+	ends := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tx := &Transaction{Strategy: BlueGreen, Target: strings.Repeat("1", 64), Package: "/site/pkg.tar.zst", Phase: Soaking, Status: StatusStarted,
+		Slots: Slots{Active: "a", Candidate: "b"}, Steps: []Step{{Phase: Switched, Status: StatusDone}, {Phase: Soaking, Status: StatusStarted}}}
+	script := ScriptPath(BlueGreen)
+	keyless := &Verification{Identity: "ops@example.com", Issuer: "https://issuer.example", TrustedRoot: "/site/root.json"}
+	material := " --certificate-identity ops@example.com --certificate-oidc-issuer https://issuer.example --trusted-root /site/root.json"
+	n := NextWithSoak(tx, keyless, &Soak{Ends: ends, Over: true, RevertTarget: true})
+	if n.Command != script+" accept"+material || strings.Join(n.Alternatives, "|") != script+" revert"+material ||
+		!strings.Contains(n.Why, "the soak is over (its window ended 2026-01-02T03:04:05Z)") || strings.Contains(n.Why, "soaking:") {
+		t.Errorf("soak over, a kept: %+v", n)
+	}
+	n = NextWithSoak(tx, &Verification{Key: "/k.pub"}, &Soak{Ends: ends, Over: true})
+	if n.Command != script+" accept --key /k.pub" || len(n.Alternatives) != 0 || !strings.Contains(n.Why, "the soak is over") {
+		t.Errorf("soak over, a gone: %+v", n)
+	}
+	n = NextWithSoak(tx, nil, &Soak{Ends: ends, RevertTarget: true})
+	if len(n.Alternatives) != 1 || !strings.Contains(n.Why, "soaking: accept or revert") || !strings.Contains(n.Why, "window ends 2026-01-02T03:04:05Z") {
+		t.Errorf("still soaking: %+v", n)
 	}
 }

@@ -1,6 +1,7 @@
 package journalcmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -8,8 +9,10 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 // statusView is the JSON of status.
@@ -86,5 +89,27 @@ func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
 		}
 	}
-	return journal.NextWith(t, v)
+	return journal.NextWithSoak(t, v, soakOf(d, t))
+}
+
+// soakOf is what the switch record says of t's soak, nil when it says
+// nothing (no blue-green soak, or the record is unreadable).
+func soakOf(d *state.Dir, t *journal.Transaction) *journal.Soak {
+	if d == nil || t.Strategy != journal.BlueGreen {
+		return nil
+	}
+	sw, err := switchover.LoadRecord(d)
+	if err != nil || sw == nil || sw.SoakStarted.IsZero() {
+		return nil
+	}
+	s := &journal.Soak{}
+	if w, err := time.ParseDuration(sw.SoakWindow); err == nil {
+		s.Ends = sw.SoakStarted.Add(w)
+		s.Over = !time.Now().Before(s.Ends)
+	}
+	if t.Slots.Active != "" {
+		_, err := slot.Load(d, t.Slots.Active)
+		s.RevertTarget = !errors.As(err, new(*slot.NotFoundError))
+	}
+	return s
 }
