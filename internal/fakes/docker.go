@@ -1,6 +1,8 @@
 package fakes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +37,8 @@ const (
 	formatJSON     = "{{json .}}"
 	formatPS       = "{{.Names}}\t{{.Ports}}"
 	formatStats    = "{{.Name}}\t{{.MemUsage}}"
-	formatHealth   = "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"
 	formatNetworks = "{{json .NetworkSettings.Networks}}"
+	formatID       = "{{.Id}}"
 )
 
 // usageExit is the status of a call a fake cannot parse or does not
@@ -46,12 +48,12 @@ const usageExit = 125
 // dockerCommands is everything the fake docker imitates; any other
 // subcommand, flag or template is rejected.
 var dockerCommands = map[string]dockerCmd{
-	"info":    {flags: map[string]bool{"--format": true}, formats: []string{formatJSON}, interspersed: true, run: dockerInfo},
-	"ps":      {flags: map[string]bool{"-a": false, "--format": true}, formats: []string{"", formatPS}, interspersed: true, run: dockerPS},
-	"stats":   {flags: map[string]bool{"--no-stream": false, "--format": true}, formats: []string{formatStats}, interspersed: true, run: dockerStats},
-	"inspect": {flags: map[string]bool{"--format": true}, formats: []string{formatHealth, formatNetworks}, interspersed: true, run: dockerInspect},
-	"run": {flags: map[string]bool{"-d": false, "--name": true, "--network": true, "-p": true, "--label": true,
-		"--health-cmd": true, "--health-interval": true, "--health-timeout": true, "--health-retries": true},
+	"info":          {flags: map[string]bool{"--format": true}, formats: []string{formatJSON}, interspersed: true, run: dockerInfo},
+	"ps":            {flags: map[string]bool{"-a": false, "--format": true}, formats: []string{"", formatPS}, interspersed: true, run: dockerPS},
+	"stats":         {flags: map[string]bool{"--no-stream": false, "--format": true}, formats: []string{formatStats}, interspersed: true, run: dockerStats},
+	"inspect":       {flags: map[string]bool{"--format": true}, formats: []string{formatNetworks}, interspersed: true, run: dockerInspect},
+	"image inspect": {flags: map[string]bool{"--format": true}, formats: []string{formatID}, interspersed: true, run: dockerImageInspect},
+	"run": {flags: map[string]bool{"-d": false, "--name": true, "--network": true, "-p": true, "--label": true},
 		formats: []string{""}, run: dockerRun},
 	"rm":                 {flags: map[string]bool{"-f": false}, formats: []string{""}, interspersed: true, run: dockerRm},
 	"load":               {flags: map[string]bool{"-i": true}, formats: []string{""}, interspersed: true, run: dockerLoad},
@@ -72,8 +74,8 @@ func parseDocker(args []string) (string, *dockerCmd, *dockerCall, error) {
 		return "", nil, nil, &unsupported{"docker without a subcommand"}
 	}
 	name, rest := args[0], args[1:]
-	if name == "network" && len(rest) > 0 {
-		name, rest = "network "+rest[0], rest[1:]
+	if (name == "network" || name == "image") && len(rest) > 0 {
+		name, rest = name+" "+rest[0], rest[1:]
 	}
 	cmd, ok := dockerCommands[name]
 	if !ok {
@@ -216,24 +218,30 @@ func dockerInspect(_ env, s *State, c *dockerCall, out io.Writer) error {
 	if !ok {
 		return fmt.Errorf("Error: No such object: %s", name)
 	}
-	if c.format == formatNetworks {
-		nets := map[string]any{}
-		if ct.Network != "" {
-			nets[ct.Network] = map[string]any{"Aliases": append([]string{name}, ct.Aliases...)}
-		}
-		b, _ := json.Marshal(nets)
-		fmt.Fprintln(out, string(b))
-		return nil
+	nets := map[string]any{}
+	if ct.Network != "" {
+		nets[ct.Network] = map[string]any{"Aliases": append([]string{name}, ct.Aliases...)}
 	}
-	h := ct.Health
-	switch {
-	case ct.Status == StatusCreated:
-		h = "starting" // its health check has not run
-	case h == "":
-		h = "healthy"
-	}
-	fmt.Fprintln(out, h)
+	b, _ := json.Marshal(nets)
+	fmt.Fprintln(out, string(b))
 	return nil
+}
+
+// dockerImageInspect: every image is there (the archives a slot loads are
+// not parsed), with an ID derived from its name; FAKE_FAIL=docker-image
+// makes none be.
+func dockerImageInspect(_ env, _ *State, c *dockerCall, out io.Writer) error {
+	if len(c.args) != 1 {
+		return fmt.Errorf("fake docker image inspect: want one image, got %q", c.args)
+	}
+	fmt.Fprintln(out, FakeImageID(c.args[0]))
+	return nil
+}
+
+// FakeImageID is the image ID the fake docker reports for image name.
+func FakeImageID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func dockerRm(_ env, s *State, c *dockerCall, _ io.Writer) error {

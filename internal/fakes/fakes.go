@@ -22,7 +22,7 @@
 //	docker-network  disconnect: disconnected; connect: connected without the aliases
 //	                (in a switch: after the kubeconfig alias moved, before the registry alias did)
 //	docker-load     the image is loaded (the caller never sees the answer)
-//	docker-...      the read-only subcommands (info, ps, stats, inspect, port): nothing
+//	docker-...      the read-only subcommands (info, ps, stats, inspect, image inspect, port): nothing
 //	zarf-init       a partial init is recorded (State.PartialInits), no init
 //	zarf-deploy     a deploy is recorded with Partial set: some resources, no finished deploy
 //	kind-create     the node container exists; no kube context was written

@@ -17,10 +17,10 @@ const EnvKill = "FAKE_KILL"
 const killedExit = -9
 
 // Steps are the step names FAKE_FAIL and FAKE_KILL take, in the order a
-// slot meets them (create: load, cluster, registry, init; deploy; destroy:
+// slot meets them (create: load, image check, cluster, registry, init; deploy; destroy:
 // cluster, containers; switch: inspect, network).
 var Steps = []string{
-	"docker-info", "docker-ps", "docker-stats", "docker-load", "kind-create", "docker-rm", "docker-run",
+	"docker-info", "docker-ps", "docker-stats", "docker-load", "docker-image", "kind-create", "docker-rm", "docker-run",
 	"docker-inspect", "docker-port", "zarf-init", "zarf-deploy", "kind-delete", "docker-network",
 }
 

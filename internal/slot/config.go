@@ -68,6 +68,15 @@ type ExistingSlot struct {
 	Init bool `yaml:"init,omitempty" json:"init,omitempty"`
 }
 
+// The images a site loads from its archives (docker load keeps their tags,
+// not a repository digest): references by tag, so Docker never reaches for
+// a registry. A site pins one by its image ID as NAME:TAG@sha256:<image ID>
+// (what `docker image inspect --format '{{.Id}}'` prints); create checks it.
+const (
+	DefaultNodeImage     = "kindest/node:v1.34.4"
+	DefaultRegistryImage = "registry:3"
+)
+
 // Defaults are the krops site's values.
 func Defaults() Config {
 	return Config{
@@ -77,8 +86,8 @@ func Defaults() Config {
 		ClusterPrefix:    "airgap-mgmt",
 		RegistryName:     "krops-registry-airgap",
 		RegistryPortBase: 5002,
-		RegistryImage:    "registry:2@sha256:a3d8aaa63ed8681a604f1dea0aa03f100d5895b6a58ace528858a7b332415373",
-		NodeImage:        "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
+		RegistryImage:    DefaultRegistryImage,
+		NodeImage:        DefaultNodeImage,
 		DockerSocket:     "/var/run/docker.sock",
 		Archives:         "archives",
 		InitPackageGlob:  "zarf-init-*-v*.tar.zst",

@@ -36,7 +36,7 @@ func KindConfig(c *Config, n *Names) *v1alpha4.Cluster {
 		Name:     n.Cluster,
 		Nodes: []v1alpha4.Node{{
 			Role:  v1alpha4.ControlPlaneRole,
-			Image: c.NodeImage,
+			Image: imageName(c.NodeImage),
 			ExtraMounts: []v1alpha4.Mount{{
 				HostPath:      c.DockerSocket,
 				ContainerPath: "/var/run/docker.sock",

@@ -269,7 +269,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("deploy of an unverified package: %v", err)
 	}
 	// Other settings.
-	m.Config.RegistryImage = "registry:3"
+	m.Config.RegistryImage = "registry:3.0.1"
 	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "exists with other settings") {
 		t.Errorf("create with other settings: %v", err)
 	}
@@ -316,5 +316,90 @@ func TestDestroyDamagedRecord(t *testing.T) {
 		if n := count(fm.Calls(), "victim"); n != 0 {
 			t.Errorf("destroy trusted the damaged record's cluster name")
 		}
+	}
+}
+
+// TestImagesResolveOffline: the node and registry images are references
+// Docker resolves from what the archives loaded (a tag, never a digest that
+// sends Docker to a registry); a NAME:TAG@sha256:ID pin is checked against
+// the loaded image's ID and stripped before kind and docker run see it; a
+// missing image stops create before any cluster exists; the registry's
+// health is checked over its published port, with no health command that
+// the image would have to carry.
+func TestImagesResolveOffline(t *testing.T) {
+	ctx := context.Background()
+	for _, ref := range []string{slot.Defaults().NodeImage, slot.Defaults().RegistryImage} {
+		if strings.Contains(ref, "@") {
+			t.Errorf("default image %s is a digest reference: a docker-save archive keeps no repository digest", ref)
+		}
+	}
+
+	// A pin that is not the loaded image's ID.
+	m, fm := newManager(t)
+	m.Config.NodeImage = "kindest/node:v1.34.4@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	_, err := m.Create(ctx, "a", slot.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.34.4 is "+fakes.FakeImageID("kindest/node:v1.34.4")+", not the pinned sha256:0000") {
+		t.Errorf("create with a wrong pin: %v", err)
+	}
+	if st, _ := fm.State(); len(st.Containers) != 0 {
+		t.Errorf("a wrong pin left containers: %v", st.Containers)
+	}
+
+	// The right pin: kind and docker run get the name without it.
+	m, fm = newManager(t)
+	m.Config.NodeImage = "kindest/node:v1.34.4@" + fakes.FakeImageID("kindest/node:v1.34.4")
+	m.Config.RegistryImage = "registry:3@" + fakes.FakeImageID("registry:3")
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fm.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Containers["airgap-mgmt-a-control-plane"]; c == nil || c.Image != "kindest/node:v1.34.4" {
+		t.Errorf("node container: %+v", c)
+	}
+	reg := st.Containers["krops-registry-airgap-a"]
+	if reg == nil || reg.Image != "registry:3" {
+		t.Errorf("registry container: %+v", reg)
+	}
+	calls := strings.Join(fm.Calls(), "\n")
+	for _, want := range []string{"docker image inspect --format {{.Id}} kindest/node:v1.34.4", "docker image inspect --format {{.Id}} registry:3"} {
+		if !strings.Contains(calls, want) {
+			t.Errorf("calls lack %q:\n%s", want, calls)
+		}
+	}
+	if strings.Contains(calls, "--health-cmd") {
+		t.Errorf("the registry runs with a health command its image may not carry:\n%s", calls)
+	}
+
+	// An image that is not loaded: create stops before the cluster.
+	m, fm = newManager(t)
+	t.Setenv(fakes.EnvFail, "docker-image")
+	_, err = m.Create(ctx, "a", slot.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.34.4 is not loaded") {
+		t.Errorf("create without the node image: %v", err)
+	}
+	if st, _ := fm.State(); len(st.Containers) != 0 {
+		t.Errorf("a missing image left containers: %v", st.Containers)
+	}
+}
+
+// TestRegistryHealthOverPublishedPort: a registry that never answers GET
+// /v2/ on its published port fails create with the URL and the way to see why.
+func TestRegistryHealthOverPublishedPort(t *testing.T) {
+	m, _ := newManager(t)
+	probes := 0
+	m.Probe = func(_ context.Context, url string) error {
+		probes++
+		return errors.New("connection refused")
+	}
+	_, err := m.Create(context.Background(), "a", slot.CreateOptions{})
+	want := "registry krops-registry-airgap-a is not healthy: GET http://127.0.0.1:"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "docker logs krops-registry-airgap-a") {
+		t.Errorf("create with a registry that never answers: %v", err)
+	}
+	if probes != 30 {
+		t.Errorf("probed %d times, want 30", probes)
 	}
 }

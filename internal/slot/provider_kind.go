@@ -56,6 +56,11 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 				return fmt.Errorf("%w (is the archive a docker save tarball?)", err)
 			}
 		}
+		for _, ref := range []string{m.Config.NodeImage, m.Config.RegistryImage} {
+			if err := m.checkImage(ctx, ref); err != nil {
+				return err
+			}
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -274,42 +279,49 @@ func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
 }
 
 // startRegistry runs the slot's registry as stage-and-create-cluster.sh
-// does, waits for its health check, and probes /v2/ on the published port.
+// does and checks its health from the host: GET /v2/ on the published port
+// (the image need not carry a shell or wget for a health command).
 func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
 	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
 	port := strconv.Itoa(n.RegistryPort)
 	if _, err := m.Run.Run(ctx, "docker", "run", "-d", "--name", n.Registry, "--network", "kind",
 		"-p", "127.0.0.1:"+port+":5000",
 		"--label", "dev.kubectl-bundle.slot="+n.Slot,
-		"--health-cmd", "wget --spider --quiet http://localhost:5000/v2/ || exit 1",
-		"--health-interval=1s", "--health-timeout=2s", "--health-retries=15",
-		m.Config.RegistryImage); err != nil {
+		imageName(m.Config.RegistryImage)); err != nil {
 		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
-	}
-	status := ""
-	for range 30 {
-		out, err := m.Run.Run(ctx, "docker", "inspect", "--format", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", n.Registry)
-		if err != nil {
-			return err
-		}
-		status = strings.TrimSpace(string(out))
-		if status == "healthy" || status == "unhealthy" || status == "none" {
-			break
-		}
-		m.sleep(time.Second)
-	}
-	if status != "healthy" && status != "none" {
-		return fmt.Errorf("registry %s health status is %q (docker logs %s shows why)", n.Registry, status, n.Registry)
 	}
 	url := "http://127.0.0.1:" + port + "/v2/"
 	var err error
-	for range 15 {
+	for range 30 {
 		if err = m.probe(ctx, url); err == nil {
 			return nil
 		}
 		m.sleep(time.Second)
 	}
-	return fmt.Errorf("registry %s is not reachable through %s: %w", n.Registry, url, err)
+	return fmt.Errorf("registry %s is not healthy: GET %s: %w (docker logs %s shows why)", n.Registry, url, err, n.Registry)
+}
+
+// imageName is the reference Docker and kind are given: ref without a
+// trailing @sha256:<image ID> pin.
+func imageName(ref string) string {
+	name, _, _ := strings.Cut(ref, "@")
+	return name
+}
+
+// checkImage: the image ref names is loaded (from the archives, or before),
+// and when ref pins an image ID (NAME:TAG@sha256:ID), it is that image.
+func (m *Manager) checkImage(ctx context.Context, ref string) error {
+	name, pin, pinned := strings.Cut(ref, "@")
+	out, err := m.Run.Run(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", name)
+	if err != nil {
+		return fmt.Errorf("image %s is not loaded: put its docker-save archive in the archives directory (create loads every *.tar there) or docker load it: %w", name, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if pinned && id != pin {
+		return fmt.Errorf("image %s is %s, not the pinned %s (the pin is the image ID, as docker image inspect --format '{{.Id}}' prints it)", name, id, pin)
+	}
+	m.logf("  image %s %s", name, id)
+	return nil
 }
 
 func (m *Manager) sleep(d time.Duration) {

@@ -17,6 +17,9 @@ import (
 func TestInputsUnchanged(t *testing.T) {
 	c := Defaults()
 	c.Archives = "/nonexistent"
+	// The images those slots were created with (the defaults then).
+	c.RegistryImage = "registry:2@sha256:a3d8aaa63ed8681a604f1dea0aa03f100d5895b6a58ace528858a7b332415373"
+	c.NodeImage = "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"
 	m := &Manager{Config: &c, Kubeconfig: "/k"}
 	n, err := c.NamesFor("a")
 	if err != nil {
