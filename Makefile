@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo docker docker-stop docs e2e-kind release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata vet lint clean
+.PHONY: all build demo docker docker-stop docs e2e-kind images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata vet lint clean
 
 all: build
 
@@ -35,18 +35,14 @@ build:
 demo: build testbin
 	$(GO) run ./hack/demo
 
-## e2e-kind: the real kind + Docker path of the slot plugin (needs a Docker engine and E2E_ARCHIVES; not part of test)
+## e2e-kind: the slot plugin on real parts: a Docker engine (make docker's), real kind clusters from the node image built
+## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slot's registry, zarf deploying a signed package
 e2e-kind: build testbin
-	hack/e2e-kind.sh
+	hack/docker/ensure.sh run hack/e2e-kind.sh
 
-## docker: a Docker engine that runs privileged containers (kind's nodes): a running one that can, else Debian's docker.io
-## started as a daemon of our own under the cache dir (hack/docker/ensure.sh); prints the DOCKER_HOST to export
-docker:
-	@hack/docker/ensure.sh start
-
-## docker-stop: stop the Docker daemon `make docker` started (never one it did not start)
-docker-stop:
-	@hack/docker/ensure.sh stop
+## images: the bench's images (kind node, registry, workload), built offline from the pins and saved as archives in the cache
+images:
+	hack/docker/ensure.sh run hack/images/build.sh
 
 ## testbin: the real zarf, kube-apiserver and etcd, built from the pinned tools modules; rebuilt only when a pin changes
 testbin: $(ZARF_STAMP) $(KUBE_STAMP)
@@ -111,7 +107,7 @@ docs:
 
 ## lint: shellcheck every script (Debian's shellcheck, fetched into bin/testbin by hack/tools/shellcheck.sh when missing), gofmt, and vet for darwin/arm64
 lint:
-	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh .ci/run
+	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh hack/images/*.sh .ci/run
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	@# The krops site runs macOS on arm64 too: everything must compile there.
 	@# With the release build's flags, so that the release test's darwin/arm64

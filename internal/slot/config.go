@@ -34,6 +34,11 @@ type Config struct {
 	RegistryImage    string   `yaml:"registryImage,omitempty" json:"registryImage"`
 	NodeImage        string   `yaml:"nodeImage,omitempty" json:"nodeImage"`
 	DockerSocket     string   `yaml:"dockerSocket,omitempty" json:"dockerSocket"`
+	// ZarfRegistry is the registry zarf init sets up: "nodeport" (zarf's
+	// own, from the init package, on NodePort 31999; the default) or
+	// "slot" (the slot's registry container, as zarf's external registry at
+	// 127.0.0.1:<port>; the node's containerd pulls it from the kind network).
+	ZarfRegistry string `yaml:"zarfRegistry,omitempty" json:"zarfRegistry,omitempty"`
 	// Archives is the directory with the init package and image archives.
 	Archives        string `yaml:"archives,omitempty" json:"archives"`
 	InitPackageGlob string `yaml:"initPackageGlob,omitempty" json:"initPackageGlob"`
@@ -77,6 +82,12 @@ const (
 	DefaultRegistryImage = "registry:3"
 )
 
+// The registries zarf init can set up (Config.ZarfRegistry).
+const (
+	ZarfRegistryNodePort = "nodeport"
+	ZarfRegistrySlot     = "slot"
+)
+
 // Defaults are the krops site's values.
 func Defaults() Config {
 	return Config{
@@ -107,6 +118,7 @@ var EnvVars = map[string]string{
 	"registryPortBase": "KUBECTL_BUNDLE_REGISTRY_PORT_BASE",
 	"registryImage":    "KUBECTL_BUNDLE_REGISTRY_IMAGE",
 	"nodeImage":        "KUBECTL_BUNDLE_NODE_IMAGE",
+	"zarfRegistry":     "KUBECTL_BUNDLE_ZARF_REGISTRY",
 	"dockerSocket":     "KUBECTL_BUNDLE_DOCKER_SOCKET",
 	"archives":         "KUBECTL_BUNDLE_ARCHIVES",
 	"initPackageGlob":  "KUBECTL_BUNDLE_INIT_PACKAGE_GLOB",
@@ -189,7 +201,8 @@ func (c *Config) strings() map[string]*string {
 	return map[string]*string{
 		"provider": &c.Provider, "clusterPrefix": &c.ClusterPrefix, "registryName": &c.RegistryName,
 		"registryImage": &c.RegistryImage, "nodeImage": &c.NodeImage, "dockerSocket": &c.DockerSocket,
-		"archives": &c.Archives, "initPackageGlob": &c.InitPackageGlob, "aliasContext": &c.AliasContext,
+		"zarfRegistry": &c.ZarfRegistry,
+		"archives":     &c.Archives, "initPackageGlob": &c.InitPackageGlob, "aliasContext": &c.AliasContext,
 		"registryAlias": &c.RegistryAlias, "network": &c.Network, "soakWindow": &c.SoakWindow,
 	}
 }
@@ -251,6 +264,11 @@ func (c *Config) validate() error {
 		if err := ValidName(s); err != nil {
 			return bad("slots: %v", err)
 		}
+	}
+	switch c.ZarfRegistry {
+	case "", ZarfRegistryNodePort, ZarfRegistrySlot:
+	default:
+		return bad("zarfRegistry %q: use %s or %s", c.ZarfRegistry, ZarfRegistryNodePort, ZarfRegistrySlot)
 	}
 	if err := p.ValidateConfig(c); err != nil {
 		return &ConfigError{err}

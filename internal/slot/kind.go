@@ -29,11 +29,16 @@ type ClusterProvider interface {
 
 // KindConfig is the management cluster of stage-and-create-cluster.sh: one
 // control-plane node with the Docker socket mounted (CAPD drives the host's
-// Docker through it), on the pinned node image.
+// Docker through it), on the pinned node image, its containerd pulling
+// images named after the slot's registry on the host (127.0.0.1:<port>, where
+// zarf pushes them) from that registry's container on the kind network.
 func KindConfig(c *Config, n *Names) *v1alpha4.Cluster {
 	cfg := &v1alpha4.Cluster{
 		TypeMeta: v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
 		Name:     n.Cluster,
+		ContainerdConfigPatches: []string{fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:%d"]
+  endpoint = ["http://%s:5000"]
+`, n.RegistryPort, n.Registry)},
 		Nodes: []v1alpha4.Node{{
 			Role:  v1alpha4.ControlPlaneRole,
 			Image: imageName(c.NodeImage),

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -401,5 +402,44 @@ func TestRegistryHealthOverPublishedPort(t *testing.T) {
 	}
 	if probes != 30 {
 		t.Errorf("probed %d times, want 30", probes)
+	}
+}
+
+// TestZarfRegistrySlot: zarfRegistry slot makes zarf init use the slot's
+// registry as zarf's external registry (127.0.0.1:<the slot's port>), the
+// node's containerd pulls that name from the registry's container, and the
+// default stays zarf's own NodePort registry.
+func TestZarfRegistrySlot(t *testing.T) {
+	ctx := context.Background()
+	m, fm := newManager(t)
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	calls := strings.Join(fm.Calls(), "\n")
+	if !strings.Contains(calls, "--registry-mode=nodeport --components= --confirm") || strings.Contains(calls, "--registry-url") {
+		t.Errorf("default zarf init:\n%s", calls)
+	}
+	m, fm = newManager(t)
+	m.Config.ZarfRegistry = slot.ZarfRegistrySlot
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	port := m.Config.RegistryPortBase
+	want := fmt.Sprintf("--registry-mode=external --registry-url=127.0.0.1:%d --components= --confirm", port)
+	if calls := strings.Join(fm.Calls(), "\n"); !strings.Contains(calls, want) {
+		t.Errorf("zarf init with zarfRegistry slot lacks %q:\n%s", want, calls)
+	}
+	n, err := m.Config.NamesFor("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := slot.KindConfig(m.Config, n)
+	wantPatch := fmt.Sprintf(`mirrors."127.0.0.1:%d"]`+"\n"+`  endpoint = ["http://krops-registry-airgap-a:5000"]`, port)
+	if len(cfg.ContainerdConfigPatches) != 1 || !strings.Contains(cfg.ContainerdConfigPatches[0], wantPatch) {
+		t.Errorf("containerd patches %q lack %q", cfg.ContainerdConfigPatches, wantPatch)
+	}
+	m.Config.ZarfRegistry = "harbor"
+	if _, err := slot.LoadConfig(filepath.Join(t.TempDir(), "none.yaml"), func(string) string { return "" }, map[string]string{"zarfRegistry": "harbor"}); err == nil || !strings.Contains(err.Error(), `zarfRegistry "harbor": use nodeport or slot`) {
+		t.Errorf("zarfRegistry harbor: %v", err)
 	}
 }

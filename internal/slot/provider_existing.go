@@ -63,7 +63,7 @@ func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *
 	if err != nil {
 		return err
 	}
-	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg, 0) })
 }
 
 func (existingProvider) Destroy(_ context.Context, m *Manager, rec *Record, _ *Names) error {

@@ -30,6 +30,9 @@ func (kindProvider) ValidateConfig(c *Config) error {
 func (kindProvider) Inputs(m *Manager, n *Names) []string {
 	c := m.Config
 	parts := []string{c.NodeImage, c.RegistryImage, c.DockerSocket, m.Kubeconfig}
+	if c.ZarfRegistry != "" && c.ZarfRegistry != ZarfRegistryNodePort {
+		parts = append(parts, "zarfRegistry="+c.ZarfRegistry)
+	}
 	if p, err := m.InitPackage(); err == nil {
 		parts = append(parts, p)
 	}
@@ -78,7 +81,7 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 	}); err != nil {
 		return err
 	}
-	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg) })
+	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg, n.RegistryPort) })
 }
 
 func (kindProvider) Destroy(ctx context.Context, m *Manager, rec *Record, n *Names) error {

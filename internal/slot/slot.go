@@ -207,7 +207,11 @@ func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) err
 	return err
 }
 
-func (m *Manager) zarfInit(ctx context.Context, slotName, initPkg string) error {
+func (m *Manager) zarfInit(ctx context.Context, slotName, initPkg string, registryPort int) error {
+	if m.Config.ZarfRegistry == ZarfRegistrySlot && registryPort > 0 {
+		return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=external",
+			"--registry-url=127.0.0.1:"+strconv.Itoa(registryPort), "--components=", "--confirm")
+	}
 	return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=nodeport", "--components=", "--confirm")
 }
 

@@ -120,6 +120,7 @@ var settings = []struct{ key, usage string }{
 	{"registryImage", "registry image, loaded from the archives (default registry:3; NAME:TAG@sha256:ID pins its image ID)"},
 	{"nodeImage", "kind node image, loaded from the archives (default kindest/node:v1.34.4; NAME:TAG@sha256:ID pins its image ID)"},
 	{"dockerSocket", "Docker socket mounted into the node (default /var/run/docker.sock)"},
+	{"zarfRegistry", "registry zarf init sets up: nodeport (zarf's own, from the init package; default) or slot (the slot's registry, as zarf's external registry)"},
 	{"archives", "directory with the zarf init package and docker-save image archives (default ./archives)"},
 	{"initPackageGlob", "init package file name pattern in --archives (default zarf-init-*-v*.tar.zst)"},
 }
