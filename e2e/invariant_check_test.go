@@ -211,10 +211,21 @@ func (r *seqRun) step(line string) *violation {
 // runRepair runs a damage report's repair verbatim: it must exit 0.
 func (r *seqRun) runRepair(cmd string) *violation {
 	pre := r.observe()
-	res := r.q.exec(nil, cmd, nil, 0, time.Minute)
-	r.c.repairs++
-	r.lastAdvice = ""
-	r.logf("  repair as printed: %s -> %s %s", cmd, res, firstError(res.out))
+	var res result
+	// A repair that fails with a different damage report and repair made
+	// progress (issue 14's rule for next commands): follow it, a few times.
+	for tried := map[string]bool{}; ; {
+		res = r.q.exec(nil, cmd, nil, 0, time.Minute)
+		r.c.repairs++
+		r.lastAdvice = ""
+		r.logf("  repair as printed: %s -> %s %s", cmd, res, firstError(res.out))
+		tried[cmd] = true
+		next := damageAdvice(res.out, r.lastActive)
+		if res.code != 3 || next == "" || tried[next] || len(tried) > 3 {
+			break
+		}
+		cmd = next
+	}
 	if res.code != 0 {
 		return r.fail("D", "the repair a damage report printed fails when run as printed: %s: %s\n%s", cmd, res, tail(res.out))
 	}

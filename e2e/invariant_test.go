@@ -292,6 +292,10 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// the pointer to no record is damage whose repair is another slot
 	// or removing the pointer (internal/switchover: reported).
 	{"status-repair-names-destroyed-active", "I2: the repair switch status prints fails", "exit 2"},
+	// The same for a damaged switch.json while the active slot has no
+	// record (a recreate torn down, or destroyed with --force): its repair
+	// "switch to ACTIVE --force" exits 2 (internal/switchover: reported).
+	{"status-repair-names-destroyed-active", "D: the repair a damage report printed fails", "does not exist"},
 	// The repair of a damaged pointer or switch record (switch to SLOT
 	// --force) is refused while a killed script's step is left started
 	// ("switching now would race it": checkTransaction reads the status,
