@@ -66,6 +66,23 @@ same_file() {
   [ "$(realpath_of "$1")" = "$(realpath_of "$2")" ]
 }
 
+# same_package TXN_PACKAGE TXN_TARGET FILE: FILE is the transaction's
+# package: the same file as the path it was begun with, or, begun with a
+# digest, a file with that sha256 (its staged copy's sidecar says it).
+same_package() {
+  if [ -n "$1" ]; then
+    same_file "$1" "$3"
+    return
+  fi
+  local sum
+  if [ -f "$3.sha256" ]; then
+    sum=$(cut -d' ' -f1 "$3.sha256")
+  else
+    sum=$(sha256sum "$3" | cut -d' ' -f1)
+  fi
+  [ "$sum" = "${2#sha256:}" ]
+}
+
 realpath_of() {
   echo "$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1")"
 }
@@ -251,7 +268,7 @@ check_open() {
   strategy=$(txn strategy)
   [ -z "$strategy" ] && return 0
   package=$(txn package)
-  if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && ! same_file "$package" "$PACKAGE"; }; then
+  if [ "$strategy" != "$1" ] || { [ -n "$PACKAGE" ] && ! same_package "$package" "$(txn target)" "$PACKAGE"; }; then
     echo "error: transaction $(txn id) ($strategy, package ${package:-$(txn target)}) is open; finish it first:" >&2
     "$JOURNAL" status >&2 || true
     exit 4

@@ -87,6 +87,13 @@ func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Target}); err == nil {
 			r := p.Record
 			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
+			if t.Package == "" && p.Path != "" {
+				// Begun with a digest: the scripts take a file, and the
+				// staged copy is that digest's file, by an absolute path.
+				c := *t
+				c.Package = p.Path
+				t = &c
+			}
 		}
 	}
 	return journal.NextWithSoak(t, v, soakOf(d, t))
