@@ -110,7 +110,9 @@ func TestBeginRefusesBadSlotsAndFallback(t *testing.T) {
 		}
 	}
 
-	// A staged fallback, by digest or by path, is recorded as its digest.
+	// A staged fallback, by digest or by path, is recorded as its digest
+	// (blue-green builds next to an active slot).
+	activeSlot(t, d, "a", "")
 	for _, fb := range []string{demoDigest, "sha256:" + demoDigest, demoPkg} {
 		code, _, stderr := run(t, dir, "begin", "--strategy", "blue-green", "--package", target, "--active", "a", "--candidate", "b", "--fallback", fb, "-q")
 		if code != 0 {
@@ -183,6 +185,17 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 		}
 		if tx := openTxn(t, d); tx.Fallback != demoDigest {
 			t.Errorf("fallback %q, want %s", tx.Fallback, demoDigest)
+		}
+	})
+	t.Run("blue-green on a site with no active slot is refused, naming the first install", func(t *testing.T) {
+		dir, d := newStateDir(t)
+		code, _, stderr := run(t, dir, "begin", "--strategy", "blue-green", "--package", target, "--active", "a", "--candidate", "b")
+		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "no slot is active yet: blue-green builds a candidate next to the active slot") ||
+			!strings.Contains(stderr, "in-place.sh PACKAGE") || !strings.Contains(stderr, "recreate.sh PACKAGE") || !strings.Contains(stderr, "kubectl bundle-switch to SLOT") {
+			t.Errorf("exit %d, stderr %q; want exit 3 naming the first install", code, stderr)
+		}
+		if tx := openTxn(t, d); tx != nil {
+			t.Errorf("a transaction was opened: %+v", tx)
 		}
 	})
 	t.Run("a first install has no fallback", func(t *testing.T) {

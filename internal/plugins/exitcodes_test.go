@@ -161,9 +161,15 @@ func TestExitCodeTable(t *testing.T) {
 	}
 }
 
-// begun opens a transaction, as the strategy scripts do.
+// begun opens a transaction, as the strategy scripts do (blue-green, next
+// to an active slot a).
 func begun(t *testing.T, stateDir string) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Join(stateDir, "slots"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(stateDir, "slots", "a.json"), []byte(`{"apiVersion":"kubectl-bundle.dev/v1alpha1","kind":"Slot","name":"a","provider":"existing","context":"a","state":"ready"}`+"\n"), 0o600)
+	os.WriteFile(filepath.Join(stateDir, "active"), []byte("a\n"), 0o600)
 	var out, errOut bytes.Buffer
 	p := plugins.All()[4]
 	args := []string{p.Name, "begin", "--strategy", "blue-green", "--package", strings.Repeat("0", 64), "--active", "a", "--candidate", "b", "-q"}

@@ -230,12 +230,16 @@ func envStep() string { return os.Getenv(EnvStep) }
 
 // GuardBegin checks, before a transaction is opened, that its slots agree
 // with the state: the slot a strategy names as active is the active one,
-// and the candidate is not protected. (blue-green.sh refuses a site with no
-// active slot before it begins.)
+// the candidate is not protected, and blue-green has an active slot to
+// build next to (a fresh site's first install is in-place or recreate).
 func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) error {
 	p, err := s.Protection()
 	if err != nil {
 		return err
+	}
+	if st == journal.BlueGreen && p.Active == "" {
+		return errkind.New(errkind.Environment, "no slot is active yet: blue-green builds a candidate next to the active slot, never from none; make the first install onto a new slot (%s PACKAGE --key KEY, or %s PACKAGE --key KEY), or make a slot that already serves active (kubectl bundle-switch to SLOT), then update with blue-green",
+			journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.Recreate))
 	}
 	if active != "" && p.Active != "" && active != p.Active {
 		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
