@@ -96,11 +96,8 @@ func (s *Session) Protection() (*Protection, error) {
 			dmg.Protected = true
 			return nil, &state.DamageError{Path: dmg.Path, Problem: fmt.Sprintf("the record of slot %s, which is protected, cannot be read (%v)", name, dmg.Err), Fix: dmg.Repair()}
 		case errors.As(lerr, &nf) && name == active:
-			// A pointer to a slot with no record is damage, except while a
-			// recreate of that slot has torn it down to rebuild it.
-			rebuilding := t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active
-			if !rebuilding {
-				return nil, &state.DamageError{Path: s.Dir.Join(slot.ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: slot.ActiveFix(s.Dir)}
+			if err := slot.CheckActiveRecord(s.Dir, active, t); err != nil {
+				return nil, err
 			}
 		case lerr != nil && !errors.As(lerr, &nf):
 			return nil, lerr

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
@@ -106,6 +109,25 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		st.Next = "kubectl bundle-switch back"
 	case !st.Consistent && st.Active != "":
 		st.Next = "kubectl bundle-switch to " + st.Active
+	}
+	// A pointer (or an unfinished switch) naming a slot that has no record
+	// cannot be completed by a switch to that slot: its repair points the
+	// pointer at a slot that exists (the one the aliases still follow,
+	// first), or removes it when none does.
+	var t *journal.Transaction
+	if s.Journal != nil {
+		t, _ = s.Journal.Load()
+	} else {
+		t, _ = journal.New(s.Dir).Load()
+	}
+	if err := slot.CheckActiveRecord(s.Dir, st.Active, t); err != nil {
+		fix := slot.ActiveRepair(s.Dir, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+		st.Damaged = append(st.Damaged, fmt.Sprintf("the active pointer names slot %s, which has no record; repair: %s", st.Active, fix))
+		st.Consistent, st.Next = false, fix
+	} else if target, ok := strings.CutPrefix(st.Next, "kubectl bundle-switch to "); ok {
+		if _, err := slot.Load(s.Dir, target); errors.As(err, new(*slot.NotFoundError)) {
+			st.Next = slot.ActiveRepair(s.Dir, st.Active, st.KubeconfigAlias, st.Previous)
+		}
 	}
 	return st, nil
 }
