@@ -266,6 +266,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkTransaction(t, target, journal.Switched, journal.Soaking); err != nil {
 		return nil, err
 	}
+	if err := checkNotBack(blueGreen(t), target, active); err != nil {
+		return nil, err
+	}
 	if !force && !resuming {
 		if err := s.checkGate(rec); err != nil {
 			return nil, err

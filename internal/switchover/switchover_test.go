@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -261,4 +262,47 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("back after accept: %v", err)
 	}
 	wantAt(t, s, fm, "b")
+}
+
+// A switch back to the slot a blue-green transaction replaced is refused
+// while it soaks (even forced): that is the transaction's revert, which
+// its script owns; otherwise the transaction stays SOAKING on a slot no
+// longer active and its accept would retire the slot that serves.
+func TestToPreviousDuringABlueGreenSoakIsTheRevert(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	s.Journal = journal.New(s.Dir)
+	if _, err := s.Journal.Begin(journal.BeginOptions{Strategy: journal.BlueGreen, Target: strings.Repeat("1", 64), Slots: journal.Slots{Active: "a", Candidate: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []journal.Phase{journal.Verified, journal.Provisioning, journal.Provisioned, journal.Healthy} {
+		if _, err := s.Journal.Start(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Journal.Done(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	var conflict *ConflictError
+	for _, force := range []bool{false, true} {
+		_, err := s.To(ctx, "a", force)
+		if !errors.As(err, &conflict) || !strings.Contains(err.Error(), "blue-green.sh revert") {
+			t.Errorf("to a (force %v) while soaking on b: %v", force, err)
+		}
+	}
+	wantAt(t, s, fm, "b")
+	if tx, _ := s.Journal.Load(); tx == nil || tx.Phase != journal.Soaking {
+		t.Fatalf("transaction: %+v", tx)
+	}
+	// The revert works: back to a, SWITCHED_BACK recorded.
+	if _, err := s.Back(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantAt(t, s, fm, "a")
+	if tx, _ := s.Journal.Load(); tx == nil || tx.Phase != journal.SwitchedBack {
+		t.Fatalf("after back: %+v", tx)
+	}
 }

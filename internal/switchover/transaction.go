@@ -54,3 +54,26 @@ func checkTransaction(t *journal.Transaction, target string, allowed ...journal.
 	}
 	return nil
 }
+
+// checkNotBack refuses a switch to the slot the open blue-green
+// transaction t replaced, once t has switched away from it: going back is
+// t's revert, which its script owns (it switches back and then destroys
+// the candidate), and after accept that slot is being retired. A plain
+// switch there would leave t soaking on a slot no longer active, and its
+// accept would retire the slot that serves. (force does not change it:
+// it overrides the gate, not who owns the change.)
+func checkNotBack(t *journal.Transaction, target, active string) error {
+	if t == nil || t.Strategy != journal.BlueGreen || target != t.Slots.Active || active == target || t.Step(journal.SwitchedBack) != nil {
+		return nil
+	}
+	script := journal.ScriptPath(journal.BlueGreen)
+	switch t.Phase {
+	case journal.Switched, journal.Soaking:
+		return &ConflictError{fmt.Sprintf("transaction %s (blue-green) has switched from slot %s to %s and soaks: going back to %s is its revert, which also destroys the candidate %s; run: %s revert",
+			t.ID, target, t.Slots.Candidate, target, t.Slots.Candidate, script)}
+	case journal.Accepted, journal.Retired:
+		return &ConflictError{fmt.Sprintf("transaction %s (blue-green) accepted slot %s and retires slot %s; run: %s accept",
+			t.ID, t.Slots.Candidate, target, script)}
+	}
+	return nil
+}
