@@ -191,3 +191,61 @@ func TestSwitchCrashAtEveryWrite(t *testing.T) {
 	switched.must("kubectl-bundle-switch", "to", "b", "-q")
 	crashEveryPoint(t, switched, "a", "back")
 }
+
+// TestSwitchKilledInsideTheAliasMove: `to` and `back` killed inside each
+// docker network call (FAKE_KILL=docker-network@N: after the kubeconfig
+// alias moved, with a registry disconnected or connected without its
+// alias); switch status says so and names a command, and that command,
+// run as printed, puts everything on the target.
+func TestSwitchKilledInsideTheAliasMove(t *testing.T) {
+	site := newSwitchSite(t)
+	switched := site.snapshot(t.TempDir())
+	switched.must("kubectl-bundle-switch", "to", "b", "-q")
+	for _, c := range []struct {
+		base *switchSite
+		args []string
+		want string
+	}{{site, []string{"to", "b"}, "b"}, {switched, []string{"back"}, "a"}} {
+		points := 0
+		for n := 1; ; n++ {
+			s := c.base.snapshot(t.TempDir())
+			cmd := exec.Command("kubectl-bundle-switch", c.args...)
+			cmd.Env = append(append([]string{}, s.env...), fmt.Sprintf("FAKE_KILL=docker-network@%d", n))
+			cmd.SysProcAttr = newProcessGroup()
+			out, err := cmd.CombinedOutput()
+			if killed, _ := exitOf(t, err); !killed {
+				if err != nil {
+					t.Fatalf("%v, kill %d: %v\n%s", c.args, n, err, out)
+				}
+				break
+			}
+			points++
+			st := s.status()
+			if st.KubeconfigAlias != c.want {
+				t.Errorf("%v killed inside network call %d: the kubeconfig alias is on %q; it moves before the registry alias", c.args, n, st.KubeconfigAlias)
+			}
+			if st.Consistent || st.Next == "" {
+				t.Errorf("%v killed inside network call %d: status %+v, want inconsistent with a next command", c.args, n, st)
+			}
+			// kubectl runs kubectl-bundle-switch for "kubectl bundle-switch".
+			next := strings.Replace(st.Next, "kubectl bundle-switch", "kubectl-bundle-switch", 1)
+			if out, err := s.run(nil, "bash", "-c", next); err != nil {
+				t.Fatalf("%v killed inside network call %d, then %q: %v\n%s", c.args, n, next, err, out)
+			}
+			st = s.status()
+			if st.Active != c.want || st.KubeconfigAlias != c.want || st.RegistryHolder != c.want || !st.Consistent {
+				t.Errorf("%v killed inside network call %d, then %q: %+v, want everything on %s", c.args, n, next, st, c.want)
+			}
+			if h := s.registriesOnNetwork(); h != c.want {
+				t.Errorf("%v killed inside network call %d, then %q: the alias is on %q", c.args, n, next, h)
+			}
+			if n > 10 {
+				t.Fatal("no end to the network calls")
+			}
+		}
+		t.Logf("%v: killed inside each of %d docker network calls; the printed command repaired each", c.args, points)
+		if points < 2 {
+			t.Errorf("%v: only %d network calls killed: the alias move is not reached", c.args, points)
+		}
+	}
+}
