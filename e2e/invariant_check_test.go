@@ -214,16 +214,19 @@ func (r *seqRun) runRepair(cmd string) *violation {
 	var res result
 	// A repair that fails with a different damage report and repair made
 	// progress (issue 14's rule for next commands): follow it, a few times.
-	for tried := map[string]bool{}; ; {
+	seen := map[string]bool{}
+	for runs := 1; ; runs++ {
 		res = r.q.exec(nil, cmd, nil, 0, time.Minute)
 		r.c.repairs++
 		r.lastAdvice = ""
 		r.logf("  repair as printed: %s -> %s %s", cmd, res, firstError(res.out))
-		tried[cmd] = true
+		// The same failure with the same advice twice is no progress.
+		failure := cmd + " | " + firstError(res.out)
 		next := damageAdvice(res.out, r.lastActive)
-		if res.code != 3 || next == "" || tried[next] || len(tried) > 3 {
+		if res.code != 3 || next == "" || seen[failure] || runs >= 5 {
 			break
 		}
+		seen[failure] = true
 		cmd = next
 	}
 	if res.code != 0 {
