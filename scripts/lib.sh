@@ -217,7 +217,12 @@ finish() {
 close_if_untouched() {
   if ! done_phase VERIFIED || [ "$(txn phase)" = "VERIFIED" ]; then
     kb "$JOURNAL" abort -q || true
-    kb "$JOURNAL" end -q || true
+    # Only a closed transaction is "the previous deployment is in place":
+    # end refuses while the state is damaged (it printed the repair).
+    if ! kb "$JOURNAL" end -q; then
+      fail "closing the transaction"
+      finish 3 "the transaction could not be closed"
+    fi
     echo "$1"
     finish 1
   fi

@@ -115,6 +115,13 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			return err
 		}
 		dir = ss.Dir
+		// A result to record is a change to the site: damaged state stops
+		// it before the gate runs, as it stops every mutating command.
+		if cmd.Bool("record") {
+			if err := ss.Check(); err != nil {
+				return err
+			}
+		}
 		if rec, err = ss.LoadSlot(slotName); err != nil {
 			return err
 		}
@@ -211,6 +218,9 @@ func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Rep
 		return err
 	}
 	defer ss.Close()
+	if err := ss.Check(); err != nil {
+		return err
+	}
 	rec, err := ss.LoadSlot(name)
 	if err != nil {
 		return err

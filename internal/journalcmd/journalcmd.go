@@ -277,19 +277,33 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	// With a transaction open, its next command meets the state first:
+	// damage to what the steps rely on (the active pointer, the switch
+	// record, a protected slot's record) is said with its repair, exit 3,
+	// after the status, so that the command to run next is the repair.
+	var damage error
+	if t != nil {
+		damage = s.Check()
+	}
 	if s.common.Output == kcli.OutputJSON {
 		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t}
 		if t != nil {
 			n := nextOf(s.dir, t)
 			v.Next = &n
 		}
-		return kcli.WriteJSON(streams.Out, v)
+		if err := kcli.WriteJSON(streams.Out, v); err != nil {
+			return err
+		}
+		return damage
 	}
 	if t == nil {
 		fmt.Fprintln(streams.Out, "no transaction in progress")
 		return nil
 	}
-	return writeText(streams.Out, t, nextOf(s.dir, t))
+	if err := writeText(streams.Out, t, nextOf(s.dir, t)); err != nil {
+		return err
+	}
+	return damage
 }
 
 func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {
@@ -359,6 +373,9 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := s.Check(); err != nil {
+		return err
+	}
 	if t == nil {
 		return kcli.Conflict(fmt.Errorf("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
 	}
@@ -401,6 +418,9 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 			return nil
 		}
 	}
+	if err := s.Check(); err != nil {
+		return err
+	}
 	t, cleanup, err := s.j.Abort()
 	if err != nil {
 		return err
@@ -421,6 +441,9 @@ func end(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	defer s.close()
+	if err := s.Check(); err != nil {
+		return err
+	}
 	t, err := s.j.End()
 	if err != nil {
 		return err

@@ -38,6 +38,12 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err != nil {
 		return err
 	}
+	// Damaged state stops a step before it runs, and before a step already
+	// done is skipped: a re-run must not go on to gate, record and end the
+	// transaction past it.
+	if err := s.Check(); err != nil {
+		return err
+	}
 	if t == nil {
 		return kcli.Conflict(errors.New("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
 	}
@@ -106,6 +112,9 @@ func (u unlockedPhase) Start() error {
 		return err
 	}
 	defer s.close()
+	if err := s.Check(); err != nil {
+		return err
+	}
 	return s.j.PhaseStep(u.p).Start()
 }
 
