@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -257,7 +258,6 @@ func TestDeployFailureKeepsThePreviousPackage(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	m, fm := newManager(t)
 	ctx := context.Background()
-	var conflict *slot.ConflictError
 	if _, err := m.Deploy(ctx, "a", stagePackage(t, m.Dir, "v1", true), slot.DeployOptions{}); !errors.As(err, new(*slot.NotFoundError)) {
 		t.Errorf("deploy into a slot never created: %v", err)
 	}
@@ -271,7 +271,8 @@ func TestRefusals(t *testing.T) {
 	}
 	// Other settings.
 	m.Config.RegistryImage = "registry:3.0.1"
-	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "exists with other settings") {
+	var se *slot.SettingsError
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); !errors.As(err, &se) || errkind.Of(err) != errkind.Conflict || !strings.Contains(err.Error(), "exists with other settings") {
 		t.Errorf("create with other settings: %v", err)
 	}
 	// A slot that is not configured.
