@@ -279,23 +279,10 @@ func knownOpen(v *violation) string {
 }
 
 var knownOpenBugs = []struct{ name, key, contains string }{
-	// `switch to PREVIOUS` during a blue-green soak moves the pointer back
-	// but leaves the transaction SOAKING; journal status then says accept,
-	// whose RETIRED step would destroy the now active slot: refused, the
-	// same advice for ever (internal/switchover: reported, not yet fixed).
-	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "it is the active slot"},
-	// The same switch killed half way (switch phase SWITCHING): journal
-	// status says accept, which refuses ("nothing is soaking"), for ever.
-	{"switch-to-previous-leaves-soak", "I3: the same failure with the same advice twice", "nothing is soaking (switch phase SWITCHING)"},
-	// Like (f): after slot destroy ACTIVE --force, switch status names
-	// "switch to ACTIVE" as the repair, which exits 2 (no such slot);
-	// the pointer to no record is damage whose repair is another slot
-	// or removing the pointer (internal/switchover: reported).
-	{"status-repair-names-destroyed-active", "I2: the repair switch status prints fails", "exit 2"},
-	// The same for a damaged switch.json while the active slot has no
-	// record (a recreate torn down, or destroyed with --force): its repair
-	// "switch to ACTIVE --force" exits 2 (internal/switchover: reported).
-	{"status-repair-names-destroyed-active", "D: the repair a damage report printed fails", "does not exist"},
+	// A damaged switch.json while the active slot has no record (a
+	// recreate torn down, or the slot destroyed with --force): its repair
+	// "switch to ACTIVE --force" exits 2, no such slot (reported).
+	{"switch-record-repair-names-a-slot-with-no-record", "D: the repair a damage report printed fails", "does not exist"},
 	// The repair of a damaged pointer or switch record (switch to SLOT
 	// --force) is refused while a killed script's step is left started
 	// ("switching now would race it": checkTransaction reads the status,
@@ -305,7 +292,7 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// With the active pointer damaged, a strategy re-run still gates,
 	// records RESTORED and ends the transaction (journal run/end and gate
 	// --record do not read the pointer): exit 1 "previous deployment is in
-	// place" instead of exit 3 and the repair (reported, not yet fixed).
+	// place" instead of exit 3 and the repair (reported).
 	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
 }
 
