@@ -23,14 +23,25 @@ type rawRecord struct {
 	} `json:"gate"`
 }
 
+// readRegular reads a state file without following a symlink: exists
+// false when there is none, ok false when it is not a readable regular
+// file (damage).
+func readRegular(p string) (b []byte, exists, ok bool) {
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return nil, false, true
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, true, false
+	}
+	b, err = os.ReadFile(p)
+	return b, true, err == nil
+}
+
 func (r *seqRun) record(sl string) (*rawRecord, bool) {
 	p := r.q.state("slots", sl+".json")
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
+	b, exists, ok := readRegular(p)
+	if !exists || !ok {
 		return nil, false
 	}
 	rec := &rawRecord{}
@@ -43,14 +54,10 @@ func (r *seqRun) record(sl string) (*rawRecord, bool) {
 // pointer reads the active pointer: ok false when it is damaged.
 func (r *seqRun) pointer() (string, bool) {
 	p := r.q.state("active")
-	fi, err := os.Lstat(p)
-	if os.IsNotExist(err) {
-		return "", true
+	b, exists, ok := readRegular(p)
+	if !exists || !ok {
+		return "", ok
 	}
-	if err != nil || !fi.Mode().IsRegular() {
-		return "", false
-	}
-	b, _ := os.ReadFile(p)
 	s := strings.TrimSuffix(string(b), "\n")
 	if s == "" || strings.ContainsAny(s, "\n\r") || !regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`).MatchString(s) {
 		return "", false
@@ -74,14 +81,10 @@ type rawTxn struct {
 // it is damaged.
 func (r *seqRun) txn() (*rawTxn, bool) {
 	p := r.q.state("journal", "transaction.json")
-	fi, err := os.Lstat(p)
-	if os.IsNotExist(err) {
-		return nil, true
+	b, exists, ok := readRegular(p)
+	if !exists || !ok {
+		return nil, ok
 	}
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
-	b, _ := os.ReadFile(p)
 	t := &rawTxn{}
 	if json.Unmarshal(b, t) != nil || t.ID == "" {
 		return nil, false
@@ -92,14 +95,10 @@ func (r *seqRun) txn() (*rawTxn, bool) {
 // soaking reads switch.json: the previous slot while a switch soaks.
 func (r *seqRun) soaking() (string, bool) {
 	p := r.q.state("switch.json")
-	fi, err := os.Lstat(p)
-	if os.IsNotExist(err) {
-		return "", true
+	b, exists, ok := readRegular(p)
+	if !exists || !ok {
+		return "", ok
 	}
-	if err != nil || !fi.Mode().IsRegular() {
-		return "", false
-	}
-	b, _ := os.ReadFile(p)
 	var sw struct {
 		Phase    string `json:"phase"`
 		Previous string `json:"previous"`
