@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo docker docker-stop docs e2e-kind images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata vet lint clean
+.PHONY: all build demo docker docker-stop docs e2e-kind images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
 
 all: build
 
@@ -157,6 +157,11 @@ uninstall:
 ## bench: the verify benchmark against zarf and openssl (~1 GB package; see docs/benchmarks.md)
 bench: build testbin
 	ZARF=$(TESTBIN)/zarf hack/bench/verify.sh
+
+## trusted-root: copy the Sigstore trusted root the pinned zarf embeds into internal/verify/trustedroot/ (verify's default
+## root; a test fails when the copy differs from the pinned module's file), with its zarf version, sha256 and date
+trusted-root:
+	hack/trusted-root.sh
 
 ## testdata: regenerate testdata/ packages with the real zarf
 testdata: testbin

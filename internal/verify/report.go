@@ -90,15 +90,19 @@ type Report struct {
 	Bytes      int64       `json:"bytes"`
 	Seconds    float64     `json:"seconds"`
 	Signer     Signer      `json:"signer"`
-	SBOM       SBOMInfo    `json:"sbom"`
+	// TrustedRoot is the root keyless material was checked against.
+	TrustedRoot *TrustedRootInfo `json:"trustedRoot,omitempty"`
+	SBOM        SBOMInfo         `json:"sbom"`
 	// SignatureSkipped is true when --insecure-skip-signature was given: the
 	// package was checked for integrity only, and nobody vouches for it.
 	SignatureSkipped bool    `json:"signatureSkipped,omitempty"`
 	Checks           []Check `json:"checks"`
 	// Staged says where --stage put the package; nil when not staged.
-	Staged      *Staged `json:"staged,omitempty"`
-	ToolVersion string  `json:"toolVersion,omitempty"`
-	VerifiedAt  string  `json:"verifiedAt,omitempty"`
+	Staged *Staged `json:"staged,omitempty"`
+	// Warnings are what the operator should know even when the package verifies.
+	Warnings    []string `json:"warnings,omitempty"`
+	ToolVersion string   `json:"toolVersion,omitempty"`
+	VerifiedAt  string   `json:"verifiedAt,omitempty"`
 }
 
 func newReport(path string) *Report {
@@ -163,6 +167,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	case "keyless":
 		fmt.Fprintf(&b, "signer    %s via %s\n", r.Signer.Identity, r.Signer.Issuer)
 	}
+	if r.TrustedRoot != nil {
+		fmt.Fprintf(&b, "root      %s\n", r.TrustedRoot)
+	}
 	for _, c := range r.Checks {
 		mark := "-"
 		switch c.Status {
@@ -182,6 +189,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		default:
 			fmt.Fprintf(&b, "staged    %s\n", r.Staged.Path)
 		}
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
 	}
 	switch {
 	case !r.Verified:

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/digitorus/timestamp"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -40,7 +41,8 @@ type SignatureOptions struct {
 	// KeyPath is a PEM public key (ECDSA, Ed25519 or RSA).
 	KeyPath string
 	// Keyless: certificate identity and OIDC issuer, exact or by regexp,
-	// checked against TrustedRootPath (a Sigstore trusted_root.json).
+	// checked against TrustedRootPath (a Sigstore trusted_root.json), or,
+	// when it is empty, the public-good root the pinned zarf embeds.
 	CertIdentity         string
 	CertIdentityRegexp   string
 	CertOIDCIssuer       string
@@ -83,6 +85,7 @@ type signatureVerifier struct {
 	pub         crypto.PublicKey
 	fingerprint string
 	trustedRoot *root.TrustedRoot
+	rootInfo    *TrustedRootInfo
 	identity    sgverify.CertificateIdentity
 }
 
@@ -100,7 +103,7 @@ func newSignatureVerifier(o SignatureOptions) (*signatureVerifier, error) {
 	case o.KeyPath != "" && o.Keyless():
 		return nil, usagef("give either --key or the --certificate-* flags, not both")
 	case o.KeyPath == "" && !o.Keyless():
-		return nil, usagef("no verification material: give --key PATH, or --certificate-identity[-regexp] with --certificate-oidc-issuer[-regexp] and --trusted-root, or --insecure-skip-signature to check integrity only")
+		return nil, usagef("no verification material: give --key PATH, or --certificate-identity[-regexp] with --certificate-oidc-issuer[-regexp] (and --trusted-root, else the embedded public-good root), or set verify.certificateIdentity and verify.certificateOIDCIssuer in the state dir's config.yaml, or --insecure-skip-signature to check integrity only")
 	case o.KeyPath != "":
 		b, err := os.ReadFile(o.KeyPath)
 		if err != nil {
@@ -122,18 +125,15 @@ func newSignatureVerifier(o SignatureOptions) (*signatureVerifier, error) {
 		if (o.CertOIDCIssuer == "") == (o.CertOIDCIssuerRegexp == "") {
 			return nil, usagef("keyless verification needs exactly one of --certificate-oidc-issuer or --certificate-oidc-issuer-regexp")
 		}
-		if o.TrustedRootPath == "" {
-			return nil, usagef("keyless verification needs --trusted-root PATH (a Sigstore trusted_root.json): this tool never goes online")
-		}
-		tr, err := root.NewTrustedRootFromPath(o.TrustedRootPath)
+		tr, info, err := loadTrustedRoot(o.TrustedRootPath)
 		if err != nil {
-			return nil, usagef("--trusted-root %s: %v", o.TrustedRootPath, err)
+			return nil, err
 		}
 		id, err := sgverify.NewShortCertificateIdentity(o.CertOIDCIssuer, o.CertOIDCIssuerRegexp, o.CertIdentity, o.CertIdentityRegexp)
 		if err != nil {
 			return nil, usagef("certificate identity: %v", err)
 		}
-		v.trustedRoot, v.identity = tr, id
+		v.trustedRoot, v.rootInfo, v.identity = tr, info, id
 	}
 	return v, nil
 }
@@ -181,9 +181,36 @@ func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Statu
 	if !isCert {
 		return Fail, "the package was signed with a key (no certificate in zarf.bundle.sig) but keyless flags were given: verify with --key"
 	}
+	st, detail := v.verifyKeyless(&b, zarfYAML, r)
+	return st, detail
+}
+
+// verifyKeyless checks a bundle with a certificate against the trusted root
+// and the identity policy, says in r which root was used, and warns when the
+// signature is younger than the embedded root (its keys may have rotated since).
+func (v *signatureVerifier) verifyKeyless(b *bundle.Bundle, artifact []byte, r *Report) (Status, string) {
+	r.TrustedRoot = v.rootInfo
+	st, detail, times := v.checkKeyless(b, artifact, r)
+	if v.rootInfo.Source == RootEmbedded {
+		for _, t := range times {
+			if t.After(v.rootInfo.date) {
+				r.Warnings = append(r.Warnings, fmt.Sprintf("the signature's log time %s is later than the embedded trusted root's date %s (%s): the root may be stale; if the signature does not verify, pass --trusted-root with a current trusted_root.json",
+					t.UTC().Format(time.RFC3339), v.rootInfo.date.Format(time.DateOnly), v.rootInfo.From))
+				break
+			}
+		}
+	}
+	return st, detail
+}
+
+// checkKeyless runs sigstore-go's verification. times are the signature's
+// log and timestamp times: verified ones when it passed, else as the bundle
+// claims them (used only to warn about a stale root).
+func (v *signatureVerifier) checkKeyless(b *bundle.Bundle, zarfYAML []byte, r *Report) (Status, string, []time.Time) {
+	claimed := claimedTimes(b)
 	tlogs, err := b.TlogEntries()
 	if err != nil {
-		return Fail, fmt.Sprintf("zarf.bundle.sig: %v", err)
+		return Fail, fmt.Sprintf("zarf.bundle.sig: %v", err), claimed
 	}
 	// A short-lived certificate is only meaningful with a trusted time:
 	// a transparency log entry or a signed timestamp, whichever the bundle has.
@@ -193,11 +220,15 @@ func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Statu
 	}
 	ver, err := sgverify.NewVerifier(v.trustedRoot, vopts...)
 	if err != nil {
-		return Fail, fmt.Sprintf("setting up verification: %v", err)
+		return Fail, fmt.Sprintf("setting up verification: %v", err), claimed
 	}
-	res, err := ver.Verify(&b, sgverify.NewPolicy(sgverify.WithArtifact(bytes.NewReader(zarfYAML)), sgverify.WithCertificateIdentity(v.identity)))
+	res, err := ver.Verify(b, sgverify.NewPolicy(sgverify.WithArtifact(bytes.NewReader(zarfYAML)), sgverify.WithCertificateIdentity(v.identity)))
 	if err != nil {
-		return Fail, fmt.Sprintf("zarf.bundle.sig does not verify against the trusted root and identity: %v", err)
+		return Fail, fmt.Sprintf("zarf.bundle.sig does not verify against %s and the identity policy: %v", v.rootInfo, err), claimed
+	}
+	var verified []time.Time
+	for _, ts := range res.VerifiedTimestamps {
+		verified = append(verified, ts.Timestamp)
 	}
 	r.Signer.Method = "keyless"
 	if res.Signature != nil && res.Signature.Certificate != nil {
@@ -211,7 +242,28 @@ func (v *signatureVerifier) verifyBundle(zarfYAML, raw []byte, r *Report) (Statu
 	if ts, _ := b.Timestamps(); len(ts) > 0 {
 		evidence = append(evidence, "signed timestamp")
 	}
-	return Pass, fmt.Sprintf("Sigstore bundle, certificate for %s (issuer %s), %s", r.Signer.Identity, r.Signer.Issuer, strings.Join(evidence, " + "))
+	return Pass, fmt.Sprintf("Sigstore bundle, certificate for %s (issuer %s), %s", r.Signer.Identity, r.Signer.Issuer, strings.Join(evidence, " + ")), verified
+}
+
+// claimedTimes are the times a bundle's log entries and signed timestamps
+// claim, unverified.
+func claimedTimes(b *bundle.Bundle) []time.Time {
+	var out []time.Time
+	if tlogs, err := b.TlogEntries(); err == nil {
+		for _, e := range tlogs {
+			if t := e.IntegratedTime(); !t.IsZero() {
+				out = append(out, t)
+			}
+		}
+	}
+	if raw, err := b.Timestamps(); err == nil {
+		for _, der := range raw {
+			if ts, err := timestamp.Parse(der); err == nil {
+				out = append(out, ts.Time)
+			}
+		}
+	}
+	return out
 }
 
 func (v *signatureVerifier) verifyLegacy(zarfYAML, raw []byte, r *Report) (Status, string) {
