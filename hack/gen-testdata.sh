@@ -130,4 +130,6 @@ for kind in sbom-invalid sbom-missing-image sbom-absent; do
   gen tamper "$kind" "$out/unsigned/$name.tar.zst" "$out/tampered/$kind.tar.zst"
 done
 
+ZARF="$zarf" "$root/hack/gen-digest-testdata.sh"
+
 du -sh "$out"

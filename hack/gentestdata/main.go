@@ -56,6 +56,11 @@ func run(args []string) error {
 			return fmt.Errorf("usage: oci-image OUT.tar REF ARCH")
 		}
 		return ociImage(args[1], args[2], args[3])
+	case "pinned-layout": // DIR OUT
+		if len(args) != 3 {
+			return fmt.Errorf("usage: pinned-layout OCI_LAYOUT_DIR OUT.tar")
+		}
+		return pinnedLayout(args[1], args[2])
 	case "tamper": // KIND IN OUT
 		if len(args) != 4 {
 			return fmt.Errorf("usage: tamper KIND IN OUT")
