@@ -59,10 +59,36 @@ type Config struct {
 	SoakWindow string `yaml:"soakWindow,omitempty" json:"soakWindow"`
 	// Existing maps a slot to the kube context the existing provider uses.
 	Existing map[string]ExistingSlot `yaml:"existing,omitempty" json:"existing,omitempty"`
+	// Verify is the site's verification policy: kubectl bundle-verify
+	// uses it when its flags do not say otherwise.
+	Verify VerifyPolicy `yaml:"verify,omitempty" json:"verify,omitempty"`
 
 	// provider is the registered provider Provider names, resolved once by
 	// validate.
 	provider Provider
+}
+
+// VerifyPolicy is the site's verification policy (config.yaml's verify:),
+// so that the strategy scripts need no verification flags. Each flag of
+// kubectl bundle-verify overrides its setting here.
+type VerifyPolicy struct {
+	// Keyless: who may sign (exact or regexp) and the OIDC issuer that
+	// vouched for them, e.g. a CI workflow identity and
+	// https://token.actions.githubusercontent.com.
+	CertificateIdentity         string `yaml:"certificateIdentity,omitempty" json:"certificateIdentity,omitempty"`
+	CertificateIdentityRegexp   string `yaml:"certificateIdentityRegexp,omitempty" json:"certificateIdentityRegexp,omitempty"`
+	CertificateOIDCIssuer       string `yaml:"certificateOIDCIssuer,omitempty" json:"certificateOIDCIssuer,omitempty"`
+	CertificateOIDCIssuerRegexp string `yaml:"certificateOIDCIssuerRegexp,omitempty" json:"certificateOIDCIssuerRegexp,omitempty"`
+	// TrustedRoot is a Sigstore trusted_root.json (default: the public-good
+	// root the pinned zarf embeds). A relative path is relative to the
+	// state dir.
+	TrustedRoot string `yaml:"trustedRoot,omitempty" json:"trustedRoot,omitempty"`
+	// RequireDigests makes every verify check the digest-pin policy
+	// (--require-digests).
+	RequireDigests bool `yaml:"requireDigests,omitempty" json:"requireDigests,omitempty"`
+	// DigestExemptions are image references the digest-pin policy does
+	// not apply to, exactly as zarf.yaml spells them.
+	DigestExemptions []string `yaml:"digestExemptions,omitempty" json:"digestExemptions,omitempty"`
 }
 
 // ExistingSlot is a cluster the operator already has.
@@ -229,6 +255,7 @@ func merge(c, f *Config) {
 	if f.Existing != nil {
 		c.Existing = f.Existing
 	}
+	c.Verify = f.Verify
 }
 
 func set(c *Config, key, v string) error {

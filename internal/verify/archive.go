@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -30,6 +31,8 @@ type member struct {
 	dir    bool
 	size   int64
 	sha256 string
+	// mediaType is what a small image blob says it is (digest check).
+	mediaType string
 }
 
 // archiveResult is everything the single pass collects.
@@ -62,6 +65,8 @@ func controlLimit(name string) int64 {
 		return MaxChecksumsSize
 	case BundleSigName, LegacySigName:
 		return MaxSignatureSize
+	case controlImageIndex:
+		return MaxImageIndexSize
 	}
 	return 0
 }
@@ -167,6 +172,11 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 				body = io.TeeReader(mc, kept)
 			}
 		}
+		var blob *bytes.Buffer
+		if kept == nil && h.Size <= maxSniffedBlob && strings.HasPrefix(name, imageBlobPrefix) {
+			blob = bytes.NewBuffer(make([]byte, 0, h.Size))
+			body = io.TeeReader(mc, blob)
+		}
 		if name == controlSBOMTar {
 			scan := scanSBOMTar(io.TeeReader(mc, hs))
 			a.sbom = &scan
@@ -180,6 +190,9 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 			return a
 		}
 		hs.End(m)
+		if blob != nil {
+			m.mediaType = sniffMediaType(blob.Bytes())
+		}
 		if kept != nil {
 			a.control[name] = kept.Bytes()
 		}

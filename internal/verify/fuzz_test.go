@@ -126,3 +126,81 @@ func FuzzReadArchive(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDigestPolicy runs the digest-pin check on an arbitrary zarf.yaml and
+// images/index.json, as an untrusted archive would carry them: it must
+// never panic, and it passes only when every image that is not exempt is
+// pinned repo:tag@sha256 and stored under that name with that digest.
+func FuzzDigestPolicy(f *testing.F) {
+	paths, _ := filepath.Glob("../../testdata/packages/digests/*.tar.zst")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		a := readArchive(context.Background(), bufio.NewReader(bytes.NewReader(b)))
+		f.Add(a.control[controlZarfYAML], a.control[controlImageIndex])
+	}
+	f.Add([]byte("kind: ZarfPackageConfig\nmetadata:\n  name: a\ncomponents:\n- name: c\n  images: [a:1@sha256:"+sha+"]\n"),
+		[]byte(`{"schemaVersion":2,"manifests":[{"digest":"sha256:`+sha+`","annotations":{"org.opencontainers.image.ref.name":"docker.io/library/a:1@sha256:`+sha+`"}}]}`))
+	v, err := New(Options{Signature: SignatureOptions{InsecureSkip: true}, Digests: DigestPolicy{Require: true, Exempt: []string{"localhost:5001/krops-airgap:latest"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, zy, idx []byte) {
+		pkg, err := ParseZarfYAML(zy)
+		if err != nil {
+			return
+		}
+		a := &archiveResult{members: map[string]*member{}, control: map[string][]byte{controlImageIndex: idx}, controlErr: map[string]error{}}
+		// Every blob the index names is present, as it hashes.
+		parsed, idxErr := ParseImageIndex(idx)
+		if idxErr == nil {
+			for _, d := range parsed.Manifests {
+				h := strings.TrimPrefix(d.Digest, "sha256:")
+				a.members[imageBlobPrefix+h] = &member{sha256: h, mediaType: d.MediaType}
+			}
+		}
+		r := newReport("p", true)
+		v.checkDigests(r, a, pkg)
+		if r.Check(CheckDigests).Status != Pass {
+			return
+		}
+		for _, u := range pkg.ImageUses {
+			if u.Ref == "localhost:5001/krops-airgap:latest" {
+				continue
+			}
+			p, err := ParseImageRef(u.Ref)
+			if err != nil || p.Tag == "" || !sha256Digest.MatchString(p.Digest) || idxErr != nil {
+				t.Fatalf("passed with %q (%v, index %v)", u.Ref, err, idxErr)
+			}
+			found := false
+			for _, d := range parsed.Manifests {
+				if q, err := ParseImageRef(d.Name()); err == nil && q == p && d.Digest == p.Digest {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("passed with %q not stored under its pin", u.Ref)
+			}
+		}
+	})
+}
+
+// FuzzParseImageRef: a reference that parses normalizes to one that parses
+// to itself.
+func FuzzParseImageRef(f *testing.F) {
+	for _, s := range []string{"nginx", "nginx:1.27@sha256:" + sha, "localhost:5001/krops-airgap:latest", "[::1]:5000/a/b:c", "a@b:c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseImageRef(s)
+		if err != nil {
+			return
+		}
+		q, err := ParseImageRef(p.String())
+		if err != nil || q != p {
+			t.Fatalf("%q normalizes to %q, which parses to %+v (%v)", s, p.String(), q, err)
+		}
+	})
+}

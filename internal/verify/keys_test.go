@@ -124,7 +124,7 @@ func FuzzSignatureBundle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := newReport("x")
+		r := newReport("x", false)
 		if st, _ := sv.verify([]byte("zarf.yaml"), nil, b, nil, r); st == Pass {
 			t.Fatalf("a fuzzed bundle verified")
 		}

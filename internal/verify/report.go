@@ -23,11 +23,12 @@ const (
 	CheckChecksums         = "checksums"
 	CheckSignature         = "signature"
 	CheckSBOM              = "sbom"
+	CheckDigests           = "digests"
 )
 
 // CheckOrder lists every check a report names.
 var CheckOrder = []string{CheckSplit, CheckContainer, CheckMembers, CheckZarfYAML,
-	CheckAggregateChecksum, CheckChecksums, CheckSignature, CheckSBOM}
+	CheckAggregateChecksum, CheckChecksums, CheckSignature, CheckSBOM, CheckDigests}
 
 // Status of one check.
 type Status string
@@ -93,6 +94,8 @@ type Report struct {
 	// TrustedRoot is the root keyless material was checked against.
 	TrustedRoot *TrustedRootInfo `json:"trustedRoot,omitempty"`
 	SBOM        SBOMInfo         `json:"sbom"`
+	// Digests is what the digest-pin check found; nil when not required.
+	Digests *DigestReport `json:"digests,omitempty"`
 	// SignatureSkipped is true when --insecure-skip-signature was given: the
 	// package was checked for integrity only, and nobody vouches for it.
 	SignatureSkipped bool    `json:"signatureSkipped,omitempty"`
@@ -105,9 +108,14 @@ type Report struct {
 	VerifiedAt  string   `json:"verifiedAt,omitempty"`
 }
 
-func newReport(path string) *Report {
+// newReport starts a report naming every check but digests, which a report
+// names only when the digest-pin policy is required.
+func newReport(path string, digests bool) *Report {
 	r := &Report{APIVersion: ReportAPIVersion, Kind: ReportKind, Path: path, Signer: Signer{Method: "none"}}
 	for _, n := range CheckOrder {
+		if n == CheckDigests && !digests {
+			continue
+		}
 		r.Checks = append(r.Checks, Check{Name: n, Status: Skip, Detail: "not checked"})
 	}
 	return r
@@ -179,6 +187,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			mark = "✗"
 		}
 		fmt.Fprintf(&b, "%s %-19s %s\n", mark, c.Name, c.Detail)
+		if c.Name == CheckDigests && r.Digests != nil {
+			for _, o := range r.Digests.Offenders {
+				fmt.Fprintf(&b, "    ✗ %s (%s): %s\n", o.Image, strings.Join(o.Components, ", "), o.Problem)
+			}
+		}
 	}
 	if r.Staged != nil {
 		switch {

@@ -113,7 +113,7 @@ func TestEmbeddedRootVerifiesPublicGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newReport("a.txt")
+	r := newReport("a.txt", false)
 	st, detail := v.verifyKeyless(b, artifact, r)
 	if st != Pass {
 		t.Fatalf("public-good bundle with the embedded root: %s: %s", st, detail)
@@ -133,7 +133,7 @@ func TestEmbeddedRootVerifiesPublicGood(t *testing.T) {
 
 	changed := bytes.Clone(artifact)
 	changed[len(changed)/2] ^= 1
-	r = newReport("a.txt")
+	r = newReport("a.txt", false)
 	st, detail = v.verifyKeyless(b, changed, r)
 	if st != Fail || !strings.Contains(detail, "the embedded public-good trusted root (zarf v0.84.0, 2026-08-20") {
 		t.Errorf("one changed byte: %s: %s", st, detail)
@@ -145,7 +145,7 @@ func TestEmbeddedRootVerifiesPublicGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, detail = v2.verifyKeyless(b, artifact, newReport("a.txt"))
+	st, detail = v2.verifyKeyless(b, artifact, newReport("a.txt", false))
 	if st != Fail || !strings.Contains(detail, `expected SAN value "b@tny.town", got "a@tny.town"`) {
 		t.Errorf("wrong identity: %s: %s", st, detail)
 	}
@@ -155,7 +155,7 @@ func TestEmbeddedRootVerifiesPublicGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, detail = v3.verifyKeyless(b, artifact, newReport("a.txt")); st != Fail {
+	if st, detail = v3.verifyKeyless(b, artifact, newReport("a.txt", false)); st != Fail {
 		t.Errorf("wrong issuer: %s: %s", st, detail)
 	}
 }
@@ -173,7 +173,7 @@ func TestStaleRootWarning(t *testing.T) {
 	info := *v.rootInfo
 	info.date = time.Date(2023, 6, 1, 0, 0, 0, 0, time.UTC)
 	v.rootInfo = &info
-	r := newReport("a.txt")
+	r := newReport("a.txt", false)
 	if st, detail := v.verifyKeyless(b, artifact, r); st != Pass {
 		t.Fatalf("%s: %s", st, detail)
 	}
@@ -197,7 +197,7 @@ func TestStaleRootWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = newReport("a.txt")
+	r = newReport("a.txt", false)
 	st, detail := vf.verifyKeyless(b, artifact, r)
 	if st != Fail || !strings.Contains(detail, "does not verify against the trusted root "+testRoot+" (sha256 ") {
 		t.Errorf("test CA root: %s: %s", st, detail)

@@ -32,6 +32,8 @@ const (
 type Options struct {
 	Signature SignatureOptions
 	SBOM      SBOMPolicy
+	// Digests is the digest-pin policy (--require-digests).
+	Digests DigestPolicy
 	// Copy, when set, receives every byte of the archive as it is read:
 	// staging writes its copy in the same pass as verification.
 	Copy io.Writer
@@ -64,12 +66,16 @@ func New(opts Options) (*Verifier, error) {
 	return &Verifier{opts: opts, sig: sv}, nil
 }
 
+// TrustedRoot is the root keyless signatures are checked against, nil
+// when the material is a key or the signature is skipped.
+func (v *Verifier) TrustedRoot() *TrustedRootInfo { return v.sig.rootInfo }
+
 // Verify reads the package at path once and returns the report. The error
 // is non-nil only when the package could not be read (an *IOError); a bad
 // package is a report with Verified false.
 func (v *Verifier) Verify(ctx context.Context, path string) (*Report, error) {
 	start := time.Now()
-	r := newReport(path)
+	r := newReport(path, v.opts.Digests.Require)
 	src, splitErr, err := openSource(path)
 	if err != nil {
 		return nil, err
@@ -156,16 +162,19 @@ func (v *Verifier) evaluate(r *Report, a *archiveResult) {
 	}
 	r.set(CheckSignature, st, "%s", detail)
 	v.checkSBOM(r, a, pkg)
+	if v.opts.Digests.Require {
+		v.checkDigests(r, a, pkg)
+	}
 }
 
 func skipFrom(r *Report, from, why string) {
 	on := false
-	for _, n := range CheckOrder {
-		if n == from {
+	for _, c := range r.Checks {
+		if c.Name == from {
 			on = true
 		}
-		if on && n != CheckSplit {
-			r.set(n, Skip, "%s", why)
+		if on && c.Name != CheckSplit {
+			r.set(c.Name, Skip, "%s", why)
 		}
 	}
 }

@@ -33,11 +33,21 @@ type ZarfPackage struct {
 	ProvenanceFiles   []string
 	// Images lists every image reference named by any component.
 	Images []string
+	// ImageUses says where each image is named: its component and key.
+	ImageUses []ImageUse
 	// FileComponents lists components with files or data injections: zarf
 	// writes a component SBOM for each.
 	FileComponents []string
 	// SBOMAble is true when the package has images, files or data injections.
 	SBOMAble bool
+}
+
+// ImageUse is one place zarf.yaml names an image: the component and
+// whether under images or imageArchives.
+type ImageUse struct {
+	Ref       string `json:"image"`
+	Component string `json:"component"`
+	Key       string `json:"key"`
 }
 
 type rawImage struct {
@@ -175,9 +185,13 @@ func fromRaw(d *rawDoc) *ZarfPackage {
 	for _, c := range d.Components {
 		for _, img := range c.Images {
 			p.Images = append(p.Images, img.Name)
+			p.ImageUses = append(p.ImageUses, ImageUse{Ref: img.Name, Component: c.Name, Key: "images"})
 		}
 		for _, ia := range c.ImageArchives {
 			p.Images = append(p.Images, ia.Images...)
+			for _, img := range ia.Images {
+				p.ImageUses = append(p.ImageUses, ImageUse{Ref: img, Component: c.Name, Key: "imageArchives"})
+			}
 		}
 		if len(c.Files) > 0 || len(c.DataInjections) > 0 {
 			p.FileComponents = append(p.FileComponents, c.Name)

@@ -33,17 +33,40 @@ Checks, in the order of the chain of trust (each is named in the report):
   checksums           every listed member present with that sha256; no unlisted member
   signature           zarf.bundle.sig (Sigstore bundle; --key or keyless) or legacy zarf.yaml.sig (--key)
   sbom                sboms.tar holds Syft JSON documents, one per image and file component
+  digests             with --require-digests: every image in zarf.yaml (images and imageArchives)
+                      is pinned repo:tag@sha256:<64 hex>, one pin per repo:tag, and the package's
+                      OCI layout stores under that name what the digest names (an index for an
+                      index pin, a manifest for a manifest pin); offenders are listed
+
+Keyless signatures are checked offline against --trusted-root, else against
+the Sigstore public-good trusted root that the pinned zarf embeds (embedded
+here; the report names the root used and warns when a signature is younger
+than the root, which may then be stale).
+
+The site's policy can live in <state-dir>/config.yaml, so that the strategy
+scripts need no flags; a flag overrides its setting (--key or
+--insecure-skip-signature overrides the whole keyless policy):
+  verify:
+    certificateIdentity: https://github.com/ORG/REPO/.github/workflows/air-gapped.yml@refs/heads/main
+    certificateOIDCIssuer: https://token.actions.githubusercontent.com
+    trustedRoot: trusted_root.json        # optional; relative to the state dir
+    requireDigests: true
+    digestExemptions: [localhost:5001/krops-airgap:latest]
+--policy prints the policy in effect (and exits 2 when there is none).
 
 Examples:
   kubectl bundle verify zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub
   kubectl bundle verify pkg.tar.zst.part000 --key cosign.pub --stage -o json
   kubectl bundle verify pkg.tar.zst --trusted-root trusted_root.json \
-      --certificate-identity ci@example.com --certificate-oidc-issuer https://issuer.example.com`
+      --certificate-identity ci@example.com --certificate-oidc-issuer https://issuer.example.com
+  kubectl bundle verify pkg.tar.zst --require-digests \
+      --certificate-identity https://github.com/ORG/REPO/.github/workflows/air-gapped.yml@refs/heads/main \
+      --certificate-oidc-issuer https://token.actions.githubusercontent.com`
 
 // exitCodes is this binary's part of the suite's exit-code table.
 var exitCodes = kcli.ExitCodesHelp("verified", map[errkind.Kind]string{
 	errkind.Negative:    "verification failed (the report names the check)",
-	errkind.Usage:       "no verification material, a --key that is not a PEM public key, a package or --key that does not exist",
+	errkind.Usage:       "no verification material, a --key that is not a PEM public key, a package or --key that does not exist, a bad config.yaml",
 	errkind.Environment: "the package cannot be read, the state dir cannot be written (--stage)",
 	errkind.Conflict:    "the state dir is locked by another command (--stage)",
 })
@@ -61,10 +84,12 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			&cli.StringFlag{Name: "certificate-identity-regexp", Usage: "keyless: the signing certificate's identity (SAN), as a regexp"},
 			&cli.StringFlag{Name: "certificate-oidc-issuer", Usage: "keyless: the OIDC issuer in the certificate, exact"},
 			&cli.StringFlag{Name: "certificate-oidc-issuer-regexp", Usage: "keyless: the OIDC issuer in the certificate, as a regexp"},
-			&cli.StringFlag{Name: "trusted-root", Usage: "keyless: Sigstore trusted_root.json (required: verification is offline)", TakesFile: true},
+			&cli.StringFlag{Name: "trusted-root", Usage: "keyless: Sigstore trusted_root.json (default: the public-good root the pinned zarf embeds; verification is offline)", TakesFile: true},
 			&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"},
 			&cli.StringFlag{Name: "sbom", Usage: "require | if-present | skip (default: require when the package has images, files or data injections)"},
+			&cli.BoolFlag{Name: "require-digests", Usage: "every image pinned repo:tag@sha256:<digest>, stored as pinned (default: config.yaml's verify.requireDigests)"},
 			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
+			&cli.BoolFlag{Name: "policy", Usage: "print the verification policy in effect (flags, config.yaml, trusted root) and exit, without a PACKAGE"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return run(ctx, streams, cmd)
@@ -83,21 +108,17 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if cmd.NArg() != 1 {
+	showPolicy := cmd.Bool("policy")
+	switch {
+	case showPolicy && cmd.NArg() != 0:
+		return kcli.Usage("--policy takes no PACKAGE argument (see --help)")
+	case !showPolicy && cmd.NArg() != 1:
 		return kcli.Usage("want exactly one PACKAGE argument, got %d (see --help)", cmd.NArg())
 	}
 	path := cmd.Args().First()
-	opts := verify.Options{
-		Signature: verify.SignatureOptions{
-			KeyPath:              cmd.String("key"),
-			CertIdentity:         cmd.String("certificate-identity"),
-			CertIdentityRegexp:   cmd.String("certificate-identity-regexp"),
-			CertOIDCIssuer:       cmd.String("certificate-oidc-issuer"),
-			CertOIDCIssuerRegexp: cmd.String("certificate-oidc-issuer-regexp"),
-			TrustedRootPath:      cmd.String("trusted-root"),
-			InsecureSkip:         cmd.Bool("insecure-skip-signature"),
-		},
-		SBOM: verify.SBOMPolicy(cmd.String("sbom")),
+	opts, pol, err := options(cmd, common)
+	if err != nil {
+		return err
 	}
 	if !common.Quiet && kcli.IsTerminal(streams.ErrOut) {
 		bar := kcli.NewProgress(streams.ErrOut, "verifying "+filepath.Base(path))
@@ -111,6 +132,10 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	v, err := verify.New(opts)
 	if err != nil {
 		return err
+	}
+	if showPolicy {
+		pol.TrustedRoot = v.TrustedRoot()
+		return writePolicy(streams, common, pol)
 	}
 	var stager *stage.Stager
 	if cmd.Bool("stage") {
@@ -143,7 +168,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			return kcli.Environment(err)
 		}
 		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: staged, ToolVersion: kcli.ToolVersion(),
-			Key: cmd.String("key"), TrustedRoot: cmd.String("trusted-root"), Source: path,
+			Key: opts.Signature.KeyPath, TrustedRoot: opts.Signature.TrustedRootPath, Source: path,
 			Unsigned: opts.Signature.InsecureSkip})
 		if err != nil {
 			return kcli.Environment(err)
