@@ -101,9 +101,30 @@ refuse() {
   exit "$code"
 }
 
+# The issuer of GitHub Actions' OIDC tokens, which sign the site's packages
+# keyless.
+GITHUB_ACTIONS_ISSUER=https://token.actions.githubusercontent.com
+
+# airgap_identity prints the keyless signer the site's own variables name,
+# as offline-run.sh composes it: $AIRGAP_VERIFY_WORKFLOW_REF (GitHub's
+# workflow_ref, OWNER/REPO/.github/workflows/FILE@REF), else
+# $AIRGAP_VERIFY_REPO (OWNER/REPO) with $AIRGAP_VERIFY_REF (default
+# refs/heads/main) and the air-gapped.yml workflow; nothing when none is set.
+airgap_identity() {
+  if [ -n "${AIRGAP_VERIFY_WORKFLOW_REF:-}" ]; then
+    echo "https://github.com/${AIRGAP_VERIFY_WORKFLOW_REF#https://github.com/}"
+  elif [ -n "${AIRGAP_VERIFY_REPO:-}" ]; then
+    echo "https://github.com/${AIRGAP_VERIFY_REPO}/.github/workflows/air-gapped.yml@${AIRGAP_VERIFY_REF:-refs/heads/main}"
+  elif [ -n "${AIRGAP_VERIFY_REF:-}" ]; then
+    die "AIRGAP_VERIFY_REF needs AIRGAP_VERIFY_REPO (OWNER/REPO), or set AIRGAP_VERIFY_WORKFLOW_REF"
+  fi
+}
+
 # parse_args reads the verification material (as kubectl bundle-verify
-# takes it, or $ZARF_VERIFY_KEY as offline-run.sh does), the gate options,
-# --log, and one PACKAGE.
+# takes it; else $ZARF_VERIFY_KEY as offline-run.sh does; else the
+# $AIRGAP_VERIFY_* signer; else none here, and verify takes the site's
+# policy from the state dir's config.yaml), the gate options, --log, and
+# one PACKAGE.
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -141,6 +162,13 @@ parse_args() {
   if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "${ZARF_VERIFY_KEY:-}" ]; then
     VERIFY_ARGS+=(--key "$ZARF_VERIFY_KEY")
     DEPLOY_ARGS+=(--key "$ZARF_VERIFY_KEY")
+  fi
+  local identity
+  identity=$(airgap_identity) || exit
+  if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "$identity" ]; then
+    # In the printed command too, so that it runs without the variables.
+    VERIFY_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
+    RERUN_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
   fi
   if [ -n "$LOG" ]; then
     # Everything also goes to the log, so an unattended run can be read later.
@@ -281,10 +309,16 @@ check_open() {
   echo "resuming transaction $(txn id) in phase $(txn phase) ($(txn status))"
 }
 
-# require_update: a PACKAGE and verification material were given.
+# require_update: a PACKAGE and verification material were given, or the
+# site's policy in the state dir's config.yaml supplies it (verify --policy
+# says so, or exits 2 naming what to give).
 require_update() {
   [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
-  [ "${#VERIFY_ARGS[@]}" -gt 0 ] || die "no verification material: pass --key, or --certificate-identity and --certificate-oidc-issuer, or set ZARF_VERIFY_KEY"
+  if [ "${#VERIFY_ARGS[@]}" -eq 0 ]; then
+    local rc=0
+    "$VERIFY" --policy -q || rc=$?
+    [ "$rc" -eq 0 ] || refuse "$rc" "the scripts take the same flags, or ZARF_VERIFY_KEY, or AIRGAP_VERIFY_WORKFLOW_REF (or AIRGAP_VERIFY_REPO and AIRGAP_VERIFY_REF) for the site's keyless signer"
+  fi
 }
 
 # begin_on_active STRATEGY VERB: resume the open transaction, or open one

@@ -210,9 +210,13 @@ func (p *Package) restageFor(ref *Ref) string {
 	switch {
 	case r.Key != "":
 		args = append(args, "--key", quote(r.Key))
-	case r.TrustedRoot != "":
-		args = append(args, "--trusted-root", quote(r.TrustedRoot),
-			"--certificate-identity", quote(r.Report.Signer.Identity),
+	case r.Report.Signer.Method == "keyless" || r.TrustedRoot != "":
+		// Without a recorded trusted root it was the embedded one, which
+		// verify uses again when --trusted-root is not given.
+		if r.TrustedRoot != "" {
+			args = append(args, "--trusted-root", quote(r.TrustedRoot))
+		}
+		args = append(args, "--certificate-identity", quote(r.Report.Signer.Identity),
 			"--certificate-oidc-issuer", quote(r.Report.Signer.Issuer))
 	case r.IsUnsigned():
 		args = append(args, "--insecure-skip-signature")

@@ -181,3 +181,32 @@ func TestReportKeptWhole(t *testing.T) {
 		t.Errorf("written report: %s, %v", b, err)
 	}
 }
+
+// TestRestageKeylessEmbeddedRoot: a package verified keyless against the
+// embedded trusted root (no --trusted-root recorded) is staged again with
+// its identity and issuer, and no --key placeholder.
+func TestRestageKeylessEmbeddedRoot(t *testing.T) {
+	d := openState(t)
+	s, err := stage.Begin(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Writer().Write([]byte("bytes"))
+	rec := stage.Record{Source: "/site/pkg.tar.zst"}
+	rec.Report.Verified = true
+	rec.Report.Signer.Method = "keyless"
+	rec.Report.Signer.Identity = "https://github.com/org/repo/.github/workflows/air-gapped.yml@refs/heads/main"
+	rec.Report.Signer.Issuer = "https://token.actions.githubusercontent.com"
+	const sum = "277089d91c0bdf4f2e6862ba7e4a07605119431f5d13f726dd352b06f1b206a9"
+	if _, err := s.Commit(sum, "p.tar.zst", rec); err != nil {
+		t.Fatal(err)
+	}
+	p, err := stage.Resolve(d, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "kubectl bundle-verify --stage /site/pkg.tar.zst --certificate-identity https://github.com/org/repo/.github/workflows/air-gapped.yml@refs/heads/main --certificate-oidc-issuer https://token.actions.githubusercontent.com"
+	if got := p.Restage(); got != want {
+		t.Errorf("restage:\n%s\nwant:\n%s", got, want)
+	}
+}

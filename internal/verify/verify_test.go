@@ -263,7 +263,7 @@ func TestNewUsage(t *testing.T) {
 		"no material":       {},
 		"key and keyless":   {Signature: SignatureOptions{KeyPath: "k", CertIdentity: "a"}},
 		"skip and key":      {Signature: SignatureOptions{KeyPath: "k", InsecureSkip: true}},
-		"keyless no root":   {Signature: SignatureOptions{CertIdentity: "a", CertOIDCIssuer: "b"}},
+		"keyless bad root":  {Signature: SignatureOptions{CertIdentity: "a", CertOIDCIssuer: "b", TrustedRootPath: "no-such-root.json"}},
 		"keyless no issuer": {Signature: SignatureOptions{CertIdentity: "a", TrustedRootPath: "r"}},
 		"bad sbom":          {Signature: SignatureOptions{InsecureSkip: true}, SBOM: "sometimes"},
 	} {
@@ -271,6 +271,11 @@ func TestNewUsage(t *testing.T) {
 		if _, ok := err.(*UsageError); !ok {
 			t.Errorf("%s: got %v, want a usage error", name, err)
 		}
+	}
+	// Keyless with no trusted root is the embedded root, not a usage error.
+	v, err := New(Options{Signature: SignatureOptions{CertIdentity: "a", CertOIDCIssuer: "b"}})
+	if err != nil || v.TrustedRoot() == nil || v.TrustedRoot().Source != RootEmbedded {
+		t.Errorf("keyless with no root: %v, root %+v", err, v)
 	}
 }
 
