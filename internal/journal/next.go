@@ -87,7 +87,7 @@ func (v *Verification) Args() []string {
 
 // MaterialHint says what to add to a script's command when the package's
 // verification material is not known.
-const MaterialHint = "add the verification material the package is signed with: --key ABS_PATH, or --certificate-identity ID --certificate-oidc-issuer URL --trusted-root ABS_PATH (or set ZARF_VERIFY_KEY)"
+const MaterialHint = "add the verification material the package is signed with: --key ABS_PATH, or --certificate-identity ID --certificate-oidc-issuer URL [--trusted-root ABS_PATH] (or set ZARF_VERIFY_KEY, or the state dir's config.yaml verify: policy)"
 
 // Next says what comes next for t when its verification material is not
 // known; NextWith is the same with it.
