@@ -21,7 +21,7 @@ type goModule struct {
 	Time               time.Time
 }
 
-func listModule(t *testing.T, dir, module string) goModule {
+func listModule(t testing.TB, dir, module string) goModule {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-m", "-json", module)
 	cmd.Dir = dir
@@ -83,7 +83,7 @@ func TestEmbeddedTrustedRootIsPinnedZarfs(t *testing.T) {
 // publicGood reads the public-good message-signature bundle over a.txt that
 // sigstore's protobuf-specs ship as test assets (signed by Fulcio, logged in
 // Rekor: nobody here made it).
-func publicGood(t *testing.T) (artifact []byte, b *bundle.Bundle) {
+func publicGood(t testing.TB) (artifact []byte, b *bundle.Bundle) {
 	t.Helper()
 	m := listModule(t, ".", "github.com/sigstore/protobuf-specs")
 	dir := filepath.Join(m.Dir, "gen", "pb-rust", "sigstore-protobuf-specs", "assets")
@@ -204,5 +204,30 @@ func TestStaleRootWarning(t *testing.T) {
 	}
 	if r.TrustedRoot == nil || r.TrustedRoot.Source != RootFile || r.TrustedRoot.Path != testRoot || len(r.Warnings) != 0 {
 		t.Errorf("file root: %+v, warnings %q", r.TrustedRoot, r.Warnings)
+	}
+}
+
+// BenchmarkKeylessRoot: loading the trusted root and verifying the
+// public-good bundle, with the embedded root and with the same root as a
+// --trusted-root file.
+func BenchmarkKeylessRoot(b *testing.B) {
+	artifact, bun := publicGood(b)
+	file := filepath.Join(b.TempDir(), "trusted_root.json")
+	raw, _, _ := EmbeddedTrustedRoot()
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, root string }{{"embedded", ""}, {"file", file}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				v, err := newSignatureVerifier(SignatureOptions{CertIdentity: "a@tny.town", CertOIDCIssuer: "https://github.com/login/oauth", TrustedRootPath: tc.root})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st, detail := v.verifyKeyless(bun, artifact, newReport("a.txt", false)); st != Pass {
+					b.Fatal(detail)
+				}
+			}
+		})
 	}
 }
