@@ -14,7 +14,7 @@ import (
 // zarfCommands is everything the fake zarf imitates, with the flags each
 // takes (true: the flag takes a value); anything else is rejected.
 var zarfCommands = map[string]map[string]bool{
-	"init":           {"--registry-mode": true, "--registry-url": true, "--components": true, "--confirm": false, "--no-color": false},
+	"init":           {"--registry-mode": true, "--registry-url": true, "--registry-push-username": true, "--registry-push-password": true, "--components": true, "--confirm": false, "--no-color": false},
 	"package deploy": {"--confirm": false, "--key": true, "--timeout": true, "--set-variables": true, "--no-color": false},
 }
 

@@ -426,7 +426,7 @@ func TestZarfRegistrySlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := m.Config.RegistryPortBase
-	want := fmt.Sprintf("--registry-mode=external --registry-url=127.0.0.1:%d --components= --confirm", port)
+	want := fmt.Sprintf("--registry-mode=external --registry-url=127.0.0.1:%d --registry-push-username=kubectl-bundle --registry-push-password=kubectl-bundle --components= --confirm", port)
 	if calls := strings.Join(fm.Calls(), "\n"); !strings.Contains(calls, want) {
 		t.Errorf("zarf init with zarfRegistry slot lacks %q:\n%s", want, calls)
 	}

@@ -207,10 +207,20 @@ func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) err
 	return err
 }
 
+// slotRegistryUser is the user name (and password) zarf is given for a
+// slot's registry, which does not check them.
+const slotRegistryUser = "kubectl-bundle"
+
 func (m *Manager) zarfInit(ctx context.Context, slotName, initPkg string, registryPort int) error {
 	if m.Config.ZarfRegistry == ZarfRegistrySlot && registryPort > 0 {
+		// The slot's registry has no authentication (it listens on the
+		// host's loopback and the kind network only); zarf insists on
+		// push credentials for an external registry, and the registry
+		// ignores them.
 		return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=external",
-			"--registry-url=127.0.0.1:"+strconv.Itoa(registryPort), "--components=", "--confirm")
+			"--registry-url=127.0.0.1:"+strconv.Itoa(registryPort),
+			"--registry-push-username="+slotRegistryUser, "--registry-push-password="+slotRegistryUser,
+			"--components=", "--confirm")
 	}
 	return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=nodeport", "--components=", "--confirm")
 }
