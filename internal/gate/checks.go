@@ -222,8 +222,9 @@ func (e *evaluator) images(ctx context.Context, c *Cluster, ic *ImagesCheck) Res
 	for _, p := range ic.Ignore {
 		ignore = append(ignore, globRE(p))
 	}
+	registries := e.allowedRegistries(ic.AllowedRegistries)
 	allowed := map[string]bool{}
-	for _, r := range ic.AllowedRegistries {
+	for _, r := range registries {
 		allowed[r] = true
 	}
 	var foreign []string
@@ -247,9 +248,34 @@ func (e *evaluator) images(ctx context.Context, c *Cluster, ic *ImagesCheck) Res
 	}
 	if len(foreign) > 0 {
 		sort.Strings(foreign)
-		return fail(obj, "ForeignImage", "%d image(s) not from %s: %s", len(foreign), strings.Join(ic.AllowedRegistries, ", "), strings.Join(foreign, ", "))
+		return fail(obj, "ForeignImage", "%d image(s) not from %s: %s", len(foreign), strings.Join(registries, ", "), strings.Join(foreign, ", "))
 	}
-	return pass(obj, fmt.Sprintf("%d container images, all from %s or ignored", total, strings.Join(ic.AllowedRegistries, ", ")))
+	return pass(obj, fmt.Sprintf("%d container images, all from %s or ignored", total, strings.Join(registries, ", ")))
+}
+
+// SlotRegistry in an images check's allowedRegistries stands for the
+// registries of the slot under gate: zarf's in-cluster registry
+// (ZarfRegistry) and, with --slot, the slot's own registry
+// (127.0.0.1:PORT, where a slot created with zarfRegistry: slot has
+// zarf push its images). So one gate file serves every slot, and a pod
+// that pulls from another slot's registry fails it.
+const SlotRegistry = "@slot"
+
+// ZarfRegistry is the address of zarf's in-cluster registry as the nodes
+// pull from it (zarf init --registry-mode=nodeport).
+const ZarfRegistry = "127.0.0.1:31999"
+
+func (e *evaluator) allowedRegistries(in []string) []string {
+	var out []string
+	for _, r := range in {
+		if r != SlotRegistry {
+			out = append(out, r)
+			continue
+		}
+		out = append(out, ZarfRegistry)
+		out = append(out, e.slotRegistries...)
+	}
+	return out
 }
 
 func podImages(p *corev1.Pod) []string {

@@ -554,3 +554,28 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("want *UnreachableError, got %v", err)
 	}
 }
+
+// TestImagesOfTheSlot: "@slot" allows zarf's in-cluster registry and the
+// registry of the slot under gate, and no other slot's.
+func TestImagesOfTheSlot(t *testing.T) {
+	s := newSite(t, mgmtServer)
+	g := s.gate(Check{Name: "images", Images: &ImagesCheck{Namespaces: []string{s.ns}, AllowedRegistries: []string{SlotRegistry}}})
+	s.pod("a", nil, map[string][]string{"containers": {"127.0.0.1:5902/workload:1", "127.0.0.1:31999/podinfo:6.7"}})
+	run := func(slotRegistries ...string) *Report {
+		t.Helper()
+		rep, err := Run(context.Background(), g, s.cluster(), Options{Once: true, SlotRegistries: slotRegistries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if r := expect(t, run("127.0.0.1:5902"), "images", Pass, ""); !strings.Contains(r.Message, "all from 127.0.0.1:31999, 127.0.0.1:5902") {
+		t.Errorf("message %q", r.Message)
+	}
+	r := expect(t, run("127.0.0.1:5903"), "images", Fail, "ForeignImage")
+	if !strings.Contains(r.Message, "127.0.0.1:5902/workload:1 ("+s.ns+"/a)") {
+		t.Errorf("message %q", r.Message)
+	}
+	// Without a slot, only zarf's registry.
+	expect(t, run(), "images", Fail, "ForeignImage")
+}

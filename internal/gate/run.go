@@ -20,6 +20,10 @@ type Options struct {
 	Runner runner.Runner
 	// OnEvaluate, when set, is called after every evaluation (progress).
 	OnEvaluate func(results []Result)
+	// SlotRegistries are what an images check's SlotRegistry entry
+	// stands for besides zarf's in-cluster registry: the registry of the
+	// slot under gate (127.0.0.1:PORT), when the gate runs with --slot.
+	SlotRegistries []string
 }
 
 // Report is the outcome of a gate run.
@@ -54,6 +58,8 @@ type evaluator struct {
 	run          runner.Runner
 	workloads    map[string]*Cluster
 	staleMappers bool
+	// slotRegistries: see Options.SlotRegistries.
+	slotRegistries []string
 }
 
 func (e *evaluator) evalChecks(ctx context.Context, c *Cluster, checks []Check) []Result {
@@ -107,7 +113,7 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 	}
 	w := newWatcher(runCtx)
 	defer func() { cancel(); w.wait() }()
-	e := &evaluator{w: w, run: opts.Runner, workloads: map[string]*Cluster{}}
+	e := &evaluator{w: w, run: opts.Runner, workloads: map[string]*Cluster{}, slotRegistries: opts.SlotRegistries}
 	poll := g.Poll()
 	if opts.PollInterval > 0 {
 		poll = opts.PollInterval

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,6 +146,9 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		Once:         cmd.Bool("once"),
 		PollInterval: cmd.Duration("poll-interval"),
 		Runner:       runner.Exec{},
+	}
+	if rec != nil && rec.RegistryPort > 0 {
+		opts.SlotRegistries = []string{"127.0.0.1:" + strconv.Itoa(rec.RegistryPort)}
 	}
 	showProgress := !common.Quiet && common.Output == kcli.OutputText && kcli.IsTerminal(streams.ErrOut)
 	if showProgress {
