@@ -17,7 +17,7 @@ KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 
-.PHONY: all build demo docker docker-stop docs e2e-kind images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
+.PHONY: all build demo docker docker-stop docs e2e-kind e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
 
 all: build
 
@@ -35,10 +35,15 @@ build:
 demo: build testbin
 	$(GO) run ./hack/demo
 
-## e2e-kind: the slot plugin on real parts: a Docker engine (make docker's), real kind clusters from the node image built
-## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slot's registry, zarf deploying a signed package
+## e2e-kind: the plugins and scripts on real parts: a Docker engine (make docker's), real kind clusters from the node image built
+## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slots' registries, zarf deploying signed packages;
+## the core (blue-green over two real clusters; make test runs it), then in-place.sh, recreate.sh and a kill inside a real deploy
 e2e-kind: build testbin
-	hack/docker/ensure.sh run hack/e2e-kind.sh
+	hack/docker/ensure.sh run hack/e2e-kind.sh all
+
+## e2e-kind-core: the part of e2e-kind that make test runs
+e2e-kind-core: build testbin
+	hack/docker/ensure.sh run hack/e2e-kind.sh core
 
 ## images: the bench's images (kind node, registry, workload), built offline from the pins and saved as archives in the cache
 images:
@@ -66,12 +71,14 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 	@rm -f $(TESTBIN)/.kube-*
 	@touch $@
 
-## test: everything: vet, unit and testscript suites against the real zarf, kubectl and API server, and a short fuzz of each target
-## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded")
+## test: everything: vet, unit and testscript suites against the real zarf, kubectl and API server, a short fuzz of each target
+## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded"),
+## and the core of e2e-kind on a real Docker engine and real kind clusters (installs Debian's docker.io if missing)
 test: testbin releasetools lint
 	$(GO) vet ./...
 	KB_INVARIANT_EXPLORE=report ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=2000x INVARIANT_BUDGET=
+	$(MAKE) e2e-kind-core
 
 ## releasetools: goreleaser (pinned in hack/tools/release), cosign (hack/tools/cosign) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
 GORELEASER := $(TESTBIN)/goreleaser

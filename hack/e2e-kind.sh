@@ -5,7 +5,18 @@
 # real zarf deploying a signed package whose Deployment becomes Available
 # from pods running the image that registry serves.
 #
-#   make e2e-kind     (= hack/docker/ensure.sh run hack/e2e-kind.sh)
+#   hack/e2e-kind.sh core   the part make test runs: slot create/deploy, the
+#                           gate on real readiness, switch proved from a
+#                           container on the kind network, blue-green.sh
+#                           apply/revert/apply/accept over two real clusters,
+#                           the outage a client sees at each switch, and the
+#                           docker fake's templates against the real docker
+#   hack/e2e-kind.sh all    (make e2e-kind) core, then in-place.sh and
+#                           recreate.sh on a real slot, and a SIGKILL inside
+#                           a real deploy step with a re-run that converges
+#
+# Both run under hack/docker/ensure.sh run (a Docker engine that can run
+# --privileged).
 #
 # Uses its own state dir, kubeconfig, cluster prefix (kb-e2e), registry name
 # and port base, so it never touches the operator's slots; everything it
@@ -16,6 +27,12 @@ set -o errexit -o nounset -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$root/bin"
 PATH="$bin:$bin/testbin:$PATH"
+suite=${1:-all}
+case $suite in core | all) ;; *)
+  echo "usage: hack/e2e-kind.sh [core|all]" >&2
+  exit 2
+  ;;
+esac
 measure=${E2E_MEASURE:-$bin/e2e-kind-measurements.txt}
 : >"$measure"
 
@@ -56,6 +73,8 @@ export KUBECTL_BUNDLE_ARCHIVES="$work/archives"
 export KUBECTL_BUNDLE_NODE_IMAGE="$KB_NODE_IMAGE@$KB_NODE_IMAGE_ID"
 export KUBECTL_BUNDLE_REGISTRY_IMAGE="$KB_REGISTRY_IMAGE@$KB_REGISTRY_IMAGE_ID"
 export KUBECTL_BUNDLE_ZARF_REGISTRY=slot
+export KUBECTL_BUNDLE_REGISTRY_ALIAS=kb-e2e-registry
+export KUBECTL_BUNDLE_SOAK_WINDOW=1h
 export ZARF_LOG_FORMAT=console
 # The node mounts the engine's socket (CAPD drives Docker through it).
 case ${DOCKER_HOST:-} in
@@ -64,10 +83,15 @@ esac
 
 cleanup() {
   rc=$?
-  if [ "$rc" != 0 ] && [ -f "$work/state/slots/a.json" ]; then
-    kubectl --context kind-kb-e2e-a get pods -A -o wide 2>&1 | tail -20 || true
-  fi
-  kubectl-bundle-slot destroy a --force >/dev/null 2>&1 || true
+  jobs -p | xargs -r kill 2>/dev/null || true
+  for s in a b; do
+    if [ "$rc" != 0 ] && [ -f "$work/state/slots/$s.json" ]; then
+      echo "--- slot $s's pods" >&2
+      kubectl --context "kind-kb-e2e-$s" get pods -A -o wide 2>&1 | tail -20 >&2 || true
+    fi
+    kubectl-bundle-slot destroy "$s" --force >/dev/null 2>&1 || true
+  done
+  docker ps -aq --filter label=dev.kubectl-bundle.e2e | xargs -r docker rm -f >/dev/null 2>&1 || true
   rm -rf "$work"
   exit "$rc"
 }
@@ -77,7 +101,7 @@ trap cleanup EXIT
 # package for an external registry (the slot's): zarf's own init package
 # cannot be built here (its injector is Rust; its registry and agent images
 # come from a container registry).
-mkdir -p "$work/archives" "$work/init" "$work/pkg"
+mkdir -p "$work/archives" "$work/init"
 ln -s "$KB_BENCH_IMAGES/node.tar" "$work/archives/node.tar"
 ln -s "$KB_BENCH_IMAGES/registry.tar" "$work/archives/registry.tar"
 cat >"$work/init/zarf.yaml" <<'EOF'
@@ -104,38 +128,49 @@ EOF
 (cd "$work/init" && zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color >"$work/init.log" 2>&1) ||
   fail "zarf package create (init): $(tail -5 "$work/init.log")"
 
-# The workload package: a Deployment and a Service of the workload image,
-# pulled by the node from the slot's registry (###ZARF_REGISTRY###).
-cat >"$work/pkg/zarf.yaml" <<EOF
+# The workload packages, v1 and v2: a Deployment and a Service of the
+# workload image, pulled by the node from the slot's registry
+# (###ZARF_REGISTRY###). v2 carries the image under another tag, so the
+# registry a client reaches says which slot it is.
+docker load -i "$KB_BENCH_IMAGES/workload.tar" >/dev/null
+v2_image=${KB_WORKLOAD_IMAGE%%:*}:2.0.0-${KB_WORKLOAD_IMAGE##*-}
+docker tag "$KB_WORKLOAD_IMAGE" "$v2_image"
+make_pkg() { # VERSION IMAGE
+  local dir="$work/pkg-$1"
+  mkdir -p "$dir"
+  cat >"$dir/zarf.yaml" <<EOF
 kind: ZarfPackageConfig
 metadata:
   name: bench-workload
-  version: 1.0.0
+  version: $1
 components:
   - name: workload
     required: true
     images:
-      - $KB_WORKLOAD_IMAGE
+      - $2
     manifests:
       - name: workload
         namespace: bench
         files: [workload.yaml]
+    healthChecks:
+      - {apiVersion: apps/v1, kind: Deployment, namespace: bench, name: workload}
 EOF
-cat >"$work/pkg/workload.yaml" <<EOF
+  cat >"$dir/workload.yaml" <<EOF
 apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: workload
   namespace: bench
+  labels: {version: "$1"}
 spec:
   replicas: 2
   selector: {matchLabels: {app: workload}}
   template:
-    metadata: {labels: {app: workload}}
+    metadata: {labels: {app: workload, version: "$1"}}
     spec:
       containers:
         - name: workload
-          image: "###ZARF_REGISTRY###/$KB_WORKLOAD_IMAGE"
+          image: "###ZARF_REGISTRY###/$2"
           ports: [{containerPort: 8080}]
           readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
 ---
@@ -148,41 +183,171 @@ spec:
   selector: {app: workload}
   ports: [{port: 80, targetPort: 8080}]
 EOF
+  (cd "$dir" && zarf package create . --confirm -o "$work" --no-color \
+    --signing-key "$root/testdata/keys/cosign.key" --signing-key-pass testpass >"$dir/create.log" 2>&1) ||
+    fail "zarf package create (workload $1): $(tail -5 "$dir/create.log")"
+}
 t=$(now)
-(cd "$work/pkg" && zarf package create . --confirm -o "$work" --no-color \
-  --signing-key "$root/testdata/keys/cosign.key" --signing-key-pass testpass >"$work/pkg.log" 2>&1) ||
-  fail "zarf package create (workload): $(tail -5 "$work/pkg.log")"
-m "zarf package create" "$t"
-pkg=$(ls "$work"/zarf-package-bench-workload-*.tar.zst)
+make_pkg 1.0.0 "$KB_WORKLOAD_IMAGE"
+make_pkg 2.0.0 "$v2_image"
+m "zarf package create x2" "$t"
+pkg1=$(ls "$work"/zarf-package-bench-workload-*-1.0.0.tar.zst)
+pkg2=$(ls "$work"/zarf-package-bench-workload-*-2.0.0.tar.zst)
+key="$root/testdata/keys/cosign.pub"
 
+# The gate on real readiness: the default gate's checks that make sense
+# without Flux and Cluster API (every image from the slot's registries,
+# the package's health checks) and the workload's own.
+gate="$work/gate.yaml"
+cat >"$gate" <<'EOF'
+apiVersion: kubectl-bundle.dev/v1alpha1
+kind: Gate
+metadata:
+  name: bench
+spec:
+  pollInterval: 2s
+  checks:
+  - name: images
+    images:
+      allowedRegistries: ["@slot"]
+      ignore: [registry.k8s.io/*]
+  - name: nodes
+    nodes: {min: 1}
+  - name: workload
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: bench, name: workload, condition: Available}
+  - name: pods
+    pods: {namespace: bench, selector: app=workload, min: 2}
+  - name: zarf-packages
+    zarf: {}
+EOF
+
+# What a client on the kind network and one using the alias context see.
+probe_image=$KB_NODE_IMAGE
+alias_node() { kubectl --context kind-kb-e2e get nodes -o jsonpath='{.items[0].metadata.name}'; }
+registry_tags() {
+  docker run --rm --network kind --label dev.kubectl-bundle.e2e=1 --entrypoint curl "$probe_image" \
+    -fsS "http://kb-e2e-registry:5000/v2/${KB_WORKLOAD_IMAGE%%:*}/tags/list"
+}
+expect_active() { # SLOT VERSION
+  local node tags
+  node=$(alias_node)
+  [ "$node" = "kb-e2e-$1-control-plane" ] || fail "the alias context kind-kb-e2e reaches $node, want slot $1"
+  tags=$(registry_tags) || fail "the registry alias kb-e2e-registry does not answer from the kind network"
+  case $tags in *"\"$2-"*) ;; *) fail "the registry alias serves $tags, want slot $1's ($2)" ;; esac
+  kubectl --context kind-kb-e2e -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx "$2" ||
+    fail "the alias context's workload is not $2"
+  echo "e2e-kind: slot $1 is active: alias context on $node, registry alias serves $2"
+}
+
+# The outage a client sees during a switch: a loop of requests through the
+# alias context (the API server's service proxy to the workload) and one
+# through the registry alias (from a container on the kind network).
+outage_start() { # NAME
+  local n=$1
+  (
+    ok=0 bad=0 t0=$(now)
+    while [ ! -f "$work/stop-$n" ]; do
+      if kubectl --context kind-kb-e2e --request-timeout=2s get --raw /api/v1/namespaces/bench/services/workload:80/proxy/ >/dev/null 2>&1; then
+        ok=$((ok + 1))
+      else bad=$((bad + 1)); fi
+    done
+    echo "$ok $bad $((($(now) - t0) / 1000000))" >"$work/outage-$n-context"
+  ) &
+  docker run -d --name "kb-e2e-probe-$n" --network kind --label dev.kubectl-bundle.e2e=1 --entrypoint bash "$probe_image" -c \
+    'ok=0; bad=0; t0=$(date +%s%N); while [ ! -f /tmp/stop ]; do if curl -fsS -m 2 -o /dev/null http://kb-e2e-registry:5000/v2/; then ok=$((ok+1)); else bad=$((bad+1)); fi; sleep 0.05; done; echo "$ok $bad $((($(date +%s%N)-t0)/1000000))" >/tmp/result; sleep 600' >/dev/null
+  sleep 2
+}
+rate() { awk -v n="$1" -v ms="$2" 'BEGIN { printf "%.1f", (ms > 0) ? n * 1000 / ms : 0 }'; }
+outage_stop() { # NAME
+  local n=$1 r ok bad ms
+  touch "$work/stop-$n"
+  docker exec "kb-e2e-probe-$n" touch /tmp/stop
+  wait
+  for _ in $(seq 50); do docker exec "kb-e2e-probe-$n" test -f /tmp/result && break; sleep 0.2; done
+  r=$(docker exec "kb-e2e-probe-$n" cat /tmp/result)
+  docker rm -f "kb-e2e-probe-$n" >/dev/null
+  read -r ok bad ms <"$work/outage-$n-context"
+  printf '%-28s %d of %d requests failed through the alias context (%s/s)\n' "outage $n" "$bad" $((ok + bad)) "$(rate $((ok + bad)) "$ms")" | tee -a "$measure"
+  read -r ok bad ms <<<"$r"
+  printf '%-28s %d of %d requests failed through the registry alias (%s/s)\n' "outage $n" "$bad" $((ok + bad)) "$(rate $((ok + bad)) "$ms")" | tee -a "$measure"
+}
+
+# The first install, by hand, as blue-green's refusal on a fresh site advises.
 kubectl-bundle-slot preflight a
 t=$(now)
 kubectl-bundle-slot create a
 m "slot create a" "$t"
-kubectl --context kind-kb-e2e-a wait --for=condition=Ready node --all --timeout=180s >/dev/null
 docker ps --filter name=^kb-e2e-registry-a$ --format '{{.Ports}}' | grep -q "127.0.0.1:$port->5000/tcp" ||
   fail "registry kb-e2e-registry-a does not publish 127.0.0.1:$port"
 curl --fail --silent "http://127.0.0.1:$port/v2/" >/dev/null || fail "GET /v2/ on 127.0.0.1:$port"
 kubectl-bundle-slot create a | grep -q 'nothing to do' || fail "create again is not a no-op"
-
 t=$(now)
-kubectl-bundle-verify "$pkg" --key "$root/testdata/keys/cosign.pub" --stage >/dev/null
-digest=$(sha256sum "$pkg" | cut -d' ' -f1)
-kubectl-bundle-slot deploy a "$digest" --key "$root/testdata/keys/cosign.pub"
+kubectl-bundle-verify "$pkg1" --key "$key" --stage >/dev/null
+kubectl-bundle-slot deploy a "$pkg1" --key "$key"
 m "slot deploy a" "$t"
-kubectl --context kind-kb-e2e-a -n bench rollout status deploy/workload --timeout=120s >/dev/null ||
-  fail "Deployment bench/workload is not Available"
 images=$(kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload -o jsonpath='{range .items[*]}{.status.containerStatuses[0].image}{"\n"}{end}')
 echo "$images" | grep -qv "^127.0.0.1:$port/" && fail "pods run images not from the slot's registry: $images"
-[ "$(echo "$images" | grep -c "^127.0.0.1:$port/")" = 2 ] || fail "want 2 pods from 127.0.0.1:$port, got: $images"
-curl --fail --silent "http://127.0.0.1:$port/v2/_catalog" | grep -q kb-bench/workload || fail "the registry's catalog lacks kb-bench/workload"
+t=$(now)
+kubectl-bundle-gate --slot a -f "$gate" --timeout 3m --record
+m "gate a" "$t"
+# The gate fails a pod whose image comes from another registry.
+kubectl --context kind-kb-e2e-a -n bench run intruder --image=registry.example/intruder:1 --restart=Never >/dev/null
+if out=$(kubectl-bundle-gate --slot a -f "$gate" --once 2>&1); then fail "the gate passed a pod from registry.example: $out"; fi
+echo "$out" | grep -q 'ForeignImage.*registry.example/intruder:1' || fail "the gate's failure does not name the foreign image: $out"
+kubectl --context kind-kb-e2e-a -n bench delete pod intruder --wait=false >/dev/null
+t=$(now)
+kubectl-bundle-switch to a
+m "switch to a" "$t"
+expect_active a 1.0.0
 
-docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | tee -a "$measure"
+# blue-green over the two real clusters: apply, revert, apply, accept.
+kubectl-bundle-slot preflight b | tee "$work/preflight-b" | grep memory | sed 's/^/preflight b: /' | tee -a "$measure"
+t=$(now)
+outage_start apply-1
+"$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
+outage_stop apply-1
+m "blue-green apply (b)" "$t"
+expect_active b 2.0.0
+docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/two slots: /' | tee -a "$measure"
+t=$(now)
+outage_start revert
+"$root/scripts/blue-green.sh" revert
+outage_stop revert
+m "blue-green revert" "$t"
+expect_active a 1.0.0
+if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-b-\|^kb-e2e-registry-b$'; then
+  fail "slot b's containers are left after revert"
+fi
+t=$(now)
+outage_start apply-2
+"$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
+outage_stop apply-2
+m "blue-green apply again (b)" "$t"
+expect_active b 2.0.0
+t=$(now)
+"$root/scripts/blue-green.sh" accept
+m "blue-green accept" "$t"
+expect_active b 2.0.0
+if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-a-\|^kb-e2e-registry-a$'; then
+  fail "slot a's containers are left after accept"
+fi
+kubectl-bundle-journal status | head -3
+kubectl-bundle-gate --slot b -f "$gate" --once >/dev/null || fail "slot b fails its gate after accept"
+docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/one slot: /' | tee -a "$measure"
+
+# The docker fake's templates, against the real docker.
+(cd "$root" && KB_REAL_DOCKER=1 KB_REAL_DOCKER_IMAGE="$KB_REGISTRY_IMAGE" go test -count=1 -run TestTemplatesAgainstRealDocker ./internal/fakes/) ||
+  fail "the docker fake's templates differ from the real docker's output"
+
+if [ "$suite" = all ]; then
+  # shellcheck source=hack/e2e-kind-more.sh
+  . "$root/hack/e2e-kind-more.sh"
+fi
 
 t=$(now)
-kubectl-bundle-slot destroy a
-m "slot destroy a" "$t"
+kubectl-bundle-slot destroy b --force
+m "slot destroy b" "$t"
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-'; then
   fail "containers left after destroy"
 fi
-echo "e2e-kind: PASS"
+echo "e2e-kind $suite: PASS"

@@ -181,7 +181,7 @@ func TestRepairAfterAFailedMove(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv(fakes.EnvFail, "docker-network")
 	_, err := s.To(ctx, "b", false)
-	if err == nil || !strings.Contains(err.Error(), "reconnecting krops-registry-airgap-a to kind without alias krops-registry") {
+	if err == nil || !strings.Contains(err.Error(), "giving alias krops-registry to krops-registry-airgap-b") {
 		t.Fatalf("to b with docker network failing: %v", err)
 	}
 	st, err := s.Status(ctx)
