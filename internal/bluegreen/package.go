@@ -1,0 +1,237 @@
+// Package bluegreen checks that a Zarf package is fit for blue/green as
+// the project builds it (S2, rebuild): every name it puts on the host's
+// shared Docker daemon or network is derived from the Zarf variable SLOT.
+package bluegreen
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"go.yaml.in/yaml/v3"
+)
+
+// Variable is the Zarf variable a package fit for blue/green declares.
+const Variable = "SLOT"
+
+// Limits on what is read from an untrusted archive: zarf.yaml and every
+// manifest or values file are read whole.
+const (
+	maxFile  = 4 << 20
+	maxTotal = 64 << 20
+)
+
+// Package is what the check reads of a Zarf package: zarf.yaml and the
+// text of every component's manifests and values files, before Zarf's
+// templating.
+type Package struct {
+	// Variables are the names zarf.yaml declares under variables:.
+	Variables []string
+	// Actions are the components' action commands (docker run --name ...).
+	Actions []string
+	// Files are the manifests and values files, by their path in the archive.
+	Files map[string]string
+}
+
+// Declares reports whether zarf.yaml declares the variable name.
+func (p *Package) Declares(name string) bool {
+	for _, v := range p.Variables {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadFile reads the package archive at path (.tar.zst or .tar).
+func ReadFile(file string) (*Package, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading package %s: %w", file, err)
+	}
+	return p, nil
+}
+
+// Read reads a package archive, zstd-compressed or not.
+func Read(r io.Reader) (*Package, error) {
+	br := bufio.NewReader(r)
+	var in io.Reader = br
+	if magic, _ := br.Peek(4); string(magic) == "\x28\xb5\x2f\xfd" {
+		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		defer dec.Close()
+		in = dec
+	}
+	p := &Package{Files: map[string]string{}}
+	total := int64(0)
+	var zarfYAML []byte
+	tr := tar.NewReader(in)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the archive: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := path.Clean(h.Name)
+		switch {
+		case name == "zarf.yaml":
+			if zarfYAML, err = readLimited(tr, &total); err != nil {
+				return nil, fmt.Errorf("reading zarf.yaml: %w", err)
+			}
+		case strings.HasPrefix(name, "components/") && (strings.HasSuffix(name, ".tar") || strings.HasSuffix(name, ".tar.zst")):
+			if err := p.readComponent(name, tr, &total); err != nil {
+				return nil, fmt.Errorf("reading %s: %w", name, err)
+			}
+		}
+	}
+	if zarfYAML == nil {
+		return nil, errors.New("no zarf.yaml: not a Zarf package")
+	}
+	if err := p.parseZarfYAML(zarfYAML); err != nil {
+		return nil, fmt.Errorf("parsing zarf.yaml: %w", err)
+	}
+	return p, nil
+}
+
+func readLimited(r io.Reader, total *int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxFile)
+	}
+	*total += int64(len(b))
+	if *total > maxTotal {
+		return nil, fmt.Errorf("manifests and values larger than %d bytes in all", maxTotal)
+	}
+	return b, nil
+}
+
+// readComponent keeps the YAML files under a component's manifests/ and
+// values/ directories: what Zarf templates with ###ZARF_VAR_...###.
+func (p *Package) readComponent(member string, r io.Reader, total *int64) error {
+	if strings.HasSuffix(member, ".zst") {
+		dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return err
+		}
+		defer dec.Close()
+		r = dec
+	}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := path.Clean(h.Name)
+		if h.Typeflag != tar.TypeReg || !templated(name) {
+			continue
+		}
+		b, err := readLimited(tr, total)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		p.Files[member+"/"+name] = string(b)
+	}
+}
+
+func templated(name string) bool {
+	parts := strings.Split(name, "/")
+	if len(parts) < 3 {
+		return false
+	}
+	dir := parts[len(parts)-2]
+	ext := path.Ext(name)
+	return (dir == "manifests" || dir == "values") && (ext == ".yaml" || ext == ".yml")
+}
+
+type zarfDoc struct {
+	Variables []struct {
+		Name string `yaml:"name"`
+	} `yaml:"variables"`
+	Components []struct {
+		Actions map[string]struct {
+			Before []action `yaml:"before"`
+			After  []action `yaml:"after"`
+		} `yaml:"actions"`
+	} `yaml:"components"`
+}
+
+type action struct {
+	Cmd string `yaml:"cmd"`
+}
+
+func (p *Package) parseZarfYAML(b []byte) error {
+	var d zarfDoc
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		return err
+	}
+	for _, v := range d.Variables {
+		p.Variables = append(p.Variables, v.Name)
+	}
+	for _, c := range d.Components {
+		keys := make([]string, 0, len(c.Actions))
+		for k := range c.Actions {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			for _, a := range append(c.Actions[k].Before, c.Actions[k].After...) {
+				if a.Cmd != "" {
+					p.Actions = append(p.Actions, a.Cmd)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// render applies Zarf's templating of the variable name to s.
+func render(s, name, value string) string {
+	return strings.ReplaceAll(s, "###ZARF_VAR_"+name+"###", value)
+}
+
+// splitDocs splits a multi-document YAML text; a document that does not
+// parse is returned as an error naming it (Zarf would refuse it too).
+func splitDocs(text string) ([]map[string]any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
+	var out []map[string]any
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if doc != nil {
+			out = append(out, doc)
+		}
+	}
+}
