@@ -37,6 +37,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The suite's demo packages are management-only (a ConfigMap): the
+	// suite runs as a site with slotVariable: optional, unless a test or
+	// script sets it (the S2 scripts set required).
+	if _, ok := os.LookupEnv(slotVariableEnv); !ok {
+		os.Setenv(slotVariableEnv, "optional")
+	}
 	verify := func() { os.Exit(verifycmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	journalMain := func() { os.Exit(journalcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
 	switchMain := func() { os.Exit(switchcmd.Main(context.Background(), cli.OSStreams(), os.Args)) }
@@ -107,6 +113,10 @@ func tool(t *testing.T, name, env string) string {
 	return ""
 }
 
+// slotVariableEnv is config.yaml's slotVariable as the plugins read it
+// from the environment.
+const slotVariableEnv = "KUBECTL_BUNDLE_SLOT_VARIABLE"
+
 func TestScripts(t *testing.T) {
 	zarf := tool(t, "zarf", "ZARF")
 	kubectl := tool(t, "kubectl", "KUBECTL")
@@ -135,6 +145,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("KUBECTL_BUNDLE_STATE_DIR", filepath.Join(env.WorkDir, "state"))
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("NO_COLOR", "1")
+			env.Setenv(slotVariableEnv, "optional")
 			env.Values[lockKey{}] = &heldLock{}
 			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
 			m, err := fakes.NewMachine(filepath.Join(env.WorkDir, "fakes"))

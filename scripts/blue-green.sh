@@ -31,6 +31,26 @@ rollback() {
   finish 3
 }
 
+# preflight CANDIDATE DIGEST: before the candidate is built, the machine
+# can hold it and the package is fit for blue/green (S2: it declares the
+# Zarf variable SLOT and no name on the shared Docker daemon or network is
+# the same for both slots). Read-only, so it runs again on a resume; when
+# it refuses before anything was built, the transaction is closed and the
+# refusal's exit code (3, a precondition missing) is the script's.
+preflight() {
+  local rc=0
+  "$SLOT" preflight "$1" --package "$2" --blue-green || rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  fail "preflight of candidate slot $1 (the ✗ findings above say why and what else to use)"
+  if [ "$(txn phase)" = "VERIFIED" ]; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || { fail "closing the transaction"; finish 3 "the transaction could not be closed"; }
+    echo "nothing was built; slot $(active_slot) untouched"
+    finish "$rc" "preflight refused: nothing was built and the previous deployment is in place"
+  fi
+  rollback "preflight of candidate slot $1"
+}
+
 apply() {
   parse_args "$@"
   require_update
@@ -61,6 +81,7 @@ apply() {
 
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rollback "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
+  done_phase PROVISIONING || preflight "$candidate" "$digest"
   step PROVISIONING "$SLOT" create "$candidate" --package "$digest" || rollback "creating candidate slot $candidate"
   pass "candidate slot $candidate created"
   step PROVISIONED "$SLOT" deploy "$candidate" "$digest" "${DEPLOY_ARGS[@]}" || rollback "deploying into slot $candidate"

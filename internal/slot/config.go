@@ -49,6 +49,13 @@ type Config struct {
 	// creates; per slot they are <name>-<slot> (the package suffixes them
 	// with the SLOT variable). Preflight checks their containers are free.
 	WorkloadClusters []string `yaml:"workloadClusters,omitempty" json:"workloadClusters"`
+	// SlotVariable says whether blue/green needs the package to declare
+	// the Zarf variable SLOT: "required" (the default; preflight
+	// --blue-green refuses a package without it) or "optional" (for
+	// packages whose names never reach the shared Docker daemon or
+	// network: a missing SLOT is reported, not refused; a name that is the
+	// same for both slots is still refused).
+	SlotVariable string `yaml:"slotVariable,omitempty" json:"slotVariable,omitempty"`
 	// AliasContext is the kube context that follows the active slot
 	// (default kind-<clusterPrefix>, the name the site's scripts know).
 	AliasContext string `yaml:"aliasContext,omitempty" json:"aliasContext"`
@@ -114,6 +121,12 @@ const (
 	ZarfRegistrySlot     = "slot"
 )
 
+// Whether blue/green needs the package's SLOT variable (Config.SlotVariable).
+const (
+	SlotVariableRequired = "required"
+	SlotVariableOptional = "optional"
+)
+
 // Defaults are the krops site's values.
 func Defaults() Config {
 	return Config{
@@ -152,6 +165,7 @@ var EnvVars = map[string]string{
 	"registryAlias":    "KUBECTL_BUNDLE_REGISTRY_ALIAS",
 	"network":          "KUBECTL_BUNDLE_NETWORK",
 	"soakWindow":       "KUBECTL_BUNDLE_SOAK_WINDOW",
+	"slotVariable":     "KUBECTL_BUNDLE_SLOT_VARIABLE",
 }
 
 // ConfigError is a bad config file, variable or flag.
@@ -230,6 +244,7 @@ func (c *Config) strings() map[string]*string {
 		"zarfRegistry": &c.ZarfRegistry,
 		"archives":     &c.Archives, "initPackageGlob": &c.InitPackageGlob, "aliasContext": &c.AliasContext,
 		"registryAlias": &c.RegistryAlias, "network": &c.Network, "soakWindow": &c.SoakWindow,
+		"slotVariable": &c.SlotVariable,
 	}
 }
 
@@ -291,6 +306,11 @@ func (c *Config) validate() error {
 		if err := ValidName(s); err != nil {
 			return bad("slots: %v", err)
 		}
+	}
+	switch c.SlotVariable {
+	case "", SlotVariableRequired, SlotVariableOptional:
+	default:
+		return bad("slotVariable %q: use %s or %s", c.SlotVariable, SlotVariableRequired, SlotVariableOptional)
 	}
 	switch c.ZarfRegistry {
 	case "", ZarfRegistryNodePort, ZarfRegistrySlot:

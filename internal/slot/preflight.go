@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/units"
 )
@@ -30,6 +31,8 @@ type PreflightReport struct {
 	Names    *Names    `json:"names"`
 	Blocked  bool      `json:"blocked"`
 	Findings []Finding `json:"findings"`
+	// BlueGreen is the package's S2 contract (preflight --blue-green).
+	BlueGreen *bluegreen.Result `json:"blueGreen,omitempty"`
 }
 
 func (p *PreflightReport) add(check string, ok bool, format string, args ...any) {

@@ -18,8 +18,11 @@ func printFindings(w io.Writer, rep *slot.PreflightReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range rep.Findings {
 		mark := "✔"
-		if !f.OK {
+		switch {
+		case f.Blocks:
 			mark = "✗"
+		case !f.OK:
+			mark = "!"
 		}
 		fmt.Fprintf(tw, "%s %s\t%s\n", mark, f.Check, f.Message)
 	}

@@ -73,7 +73,8 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 		Flags:       configFlags(),
 		Commands: []*cli.Command{
 			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
-				Flags: []cli.Flag{pkgFlag}, Action: slotArg(preflight, false)},
+				Flags: []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"}},
+				Action: slotArg(preflight, false)},
 			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag, forceFlag("build")}, Action: slotArg(create, true)},
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
@@ -229,6 +230,24 @@ func packageBytes(s *session, cmd *cli.Command) (int64, error) {
 	return fi.Size(), nil
 }
 
+// packagePath is the archive --package names: its staged copy, or the
+// file itself when it is not staged (preflight only reads it).
+func packagePath(s *session, cmd *cli.Command) (string, error) {
+	arg := cmd.String("package")
+	if arg == "" {
+		return "", kcli.Usage("--blue-green checks a package: give it with --package DIGEST|PATH")
+	}
+	p, err := stage.Resolve(s.dir, arg)
+	var ns *stage.NotStagedError
+	if errors.As(err, &ns) && ns.Ref.File != "" {
+		return ns.Ref.File, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("--package: %w", err)
+	}
+	return p.Path, nil
+}
+
 func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 	name, err := oneSlot(cmd)
 	if err != nil {
@@ -241,6 +260,13 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 	rep, err := s.m.Preflight(ctx, name, size)
 	if err != nil {
 		return err
+	}
+	if cmd.Bool("blue-green") {
+		path, err := packagePath(s, cmd)
+		if err != nil {
+			return err
+		}
+		s.m.PreflightBlueGreen(ctx, rep, path)
 	}
 	if s.common.Output == kcli.OutputJSON {
 		if err := kcli.WriteJSON(s.streams.Out, rep); err != nil {

@@ -1,0 +1,134 @@
+package slot
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
+)
+
+// PreflightBlueGreen adds to rep the S2 contract of the package at
+// pkgPath for building it in rep's slot next to the other slot: the
+// package declares SLOT, no name it puts on the shared Docker daemon or
+// network is the same for both slots, and none the candidate would create
+// is another slot's or already on the daemon for another slot. A
+// blocking finding names the reason and the alternatives.
+func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, pkgPath string) {
+	candidate := rep.Slot
+	other := m.otherSlot(candidate)
+	if other == "" {
+		rep.add("blue-green", false, "blue/green needs two slots, config.yaml's slots: lists %v", m.Config.Slots)
+		return
+	}
+	p, err := bluegreen.ReadFile(pkgPath)
+	if err != nil {
+		rep.add("blue-green", false, "%v", err)
+		return
+	}
+	res, err := bluegreen.Check(p, candidate, other)
+	if err != nil {
+		rep.add("blue-green", false, "rendering the package's manifests with %s=%s and %s=%s: %v", bluegreen.Variable, candidate, bluegreen.Variable, other, err)
+		return
+	}
+	rep.BlueGreen = res
+	alt := "; " + bluegreen.Alternatives
+	switch {
+	case res.Declared:
+		rep.add("slot-variable", true, "the package declares the Zarf variable %s (slot %s deploys it with %s=%s)", bluegreen.Variable, candidate, bluegreen.Variable, candidate)
+	case m.Config.SlotVariable == SlotVariableOptional:
+		rep.Findings = append(rep.Findings, Finding{Check: "slot-variable", OK: false, Message: fmt.Sprintf(
+			"the package does not declare the Zarf variable %s; allowed by config.yaml's slotVariable: optional, so only the names found below keep the slots apart", bluegreen.Variable)})
+	default:
+		rep.add("slot-variable", false, "the package does not declare the Zarf variable %s, so both slots would deploy it with the same names: it is not fit for blue/green (S2), whose slots share this Docker daemon and network. "+
+			"Declare %s in zarf.yaml's variables: and use ###ZARF_VAR_%s### in every workload cluster, load balancer and registry host name; or use one of %s",
+			bluegreen.Variable, bluegreen.Variable, bluegreen.Variable, strings.TrimPrefix(alt, "; "))
+	}
+	if len(res.Same) > 0 {
+		rep.add("shared-names", false, "the same for slot %s and slot %s, so the two slots' workloads would collide or adopt each other's: %s; derive each from ###ZARF_VAR_%s###%s",
+			candidate, other, joinNames(res.Same), bluegreen.Variable, alt)
+	} else {
+		rep.add("shared-names", true, "%d name(s) on the shared Docker daemon or network, all different for slot %s and slot %s", len(res.Candidate), candidate, other)
+	}
+	m.preflightTaken(ctx, rep, res.Candidate, candidate)
+}
+
+// preflightTaken: no name the candidate would create is derived for, or
+// already used on the daemon by, another slot; and every workload cluster
+// is one slot destroy finds (config.yaml's workloadClusters).
+func (m *Manager) preflightTaken(ctx context.Context, rep *PreflightReport, names []bluegreen.Name, candidate string) {
+	mine, err := m.Config.NamesFor(candidate)
+	if err != nil {
+		rep.add("taken-names", false, "%v", err)
+		return
+	}
+	var others []*Names
+	for _, s := range m.Config.Slots {
+		if s == candidate {
+			continue
+		}
+		if n, err := m.Config.NamesFor(s); err == nil {
+			others = append(others, n)
+		}
+	}
+	var containers []container
+	if m.Config.Provider == ProviderKind {
+		if containers, err = m.containers(ctx); err != nil {
+			rep.add("taken-names", false, "listing containers: %v", err)
+			return
+		}
+	}
+	var taken, unowned []string
+	for _, nm := range names {
+		for _, o := range others {
+			if belongs(nm.Name, o) {
+				taken = append(taken, fmt.Sprintf("%s is slot %s's", nm, o.Slot))
+			}
+			for _, c := range containers {
+				if owned(c.Name, o) && (c.Name == nm.Name || nm.Kind == bluegreen.KindWorkload && strings.HasPrefix(c.Name, nm.Name+"-")) {
+					taken = append(taken, fmt.Sprintf("%s: container %s of slot %s exists", nm, c.Name, o.Slot))
+				}
+			}
+		}
+		if nm.Kind == bluegreen.KindWorkload && !slices.Contains(mine.Workloads, nm.Name) {
+			unowned = append(unowned, nm.Name)
+		}
+	}
+	if len(taken) > 0 {
+		rep.add("taken-names", false, "names the package would create in slot %s already belong to another slot: %s%s", candidate, strings.Join(dedupe(taken), "; "), "; "+bluegreen.Alternatives)
+	} else {
+		rep.add("taken-names", true, "no name the package creates in slot %s belongs to another slot", candidate)
+	}
+	if len(unowned) > 0 {
+		rep.add("workload-names", false, "workload cluster(s) %s are not slot %s's (%s): slot destroy would leave their containers; set workloadClusters: in config.yaml to their names without the -%s suffix",
+			strings.Join(dedupe(unowned), ", "), candidate, strings.Join(mine.Workloads, ", "), candidate)
+	}
+}
+
+// belongs: name is one of n's derived names (cluster, registry, workloads).
+func belongs(name string, n *Names) bool {
+	return name == n.Registry || name == n.Cluster || strings.HasPrefix(name, n.Cluster+"-") || slices.Contains(n.Workloads, name) || ownedWorkload(name, n)
+}
+
+func (m *Manager) otherSlot(s string) string {
+	for _, o := range m.Config.Slots {
+		if o != s {
+			return o
+		}
+	}
+	return ""
+}
+
+func joinNames(ns []bluegreen.Name) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = n.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func dedupe(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
