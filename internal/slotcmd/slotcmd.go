@@ -73,7 +73,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 		Flags:       configFlags(),
 		Commands: []*cli.Command{
 			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
-				Flags: []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"}},
+				Flags:  []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"}},
 				Action: slotArg(preflight, false)},
 			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag, forceFlag("build")}, Action: slotArg(create, true)},
