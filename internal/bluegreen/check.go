@@ -58,26 +58,19 @@ func (p *Package) SharedNames(slot string) ([]Name, error) {
 			return nil, fmt.Errorf("%s is not YAML: %w", f, err)
 		}
 		for _, d := range docs {
-			where := f
-			api, _ := d["apiVersion"].(string)
-			kind, _ := d["kind"].(string)
-			group, _, _ := strings.Cut(api, "/")
-			name := metadataName(d)
+			group, _, _ := strings.Cut(d.APIVersion, "/")
+			name := d.Metadata.Name
 			switch {
-			case group == "cluster.x-k8s.io" && kind == "Cluster",
-				group == "infrastructure.cluster.x-k8s.io" && kind == "DockerCluster":
-				add(Name{KindWorkload, name, where + ": " + kind})
-				add(Name{KindLoadBalancer, name + "-lb", where + ": " + kind})
-			case group == "source.toolkit.fluxcd.io":
-				if spec, ok := d["spec"].(map[string]any); ok {
-					if u, ok := spec["url"].(string); ok {
-						add(Name{KindRegistry, hostOf(u), where + ": " + kind + " " + name})
-					}
-				}
+			case group == "cluster.x-k8s.io" && d.Kind == "Cluster",
+				group == "infrastructure.cluster.x-k8s.io" && d.Kind == "DockerCluster":
+				add(Name{KindWorkload, name, f + ": " + d.Kind})
+				add(Name{KindLoadBalancer, name + "-lb", f + ": " + d.Kind})
+			case group == "source.toolkit.fluxcd.io" && d.Spec.URL != "":
+				add(Name{KindRegistry, hostOf(d.Spec.URL), f + ": " + d.Kind + " " + name})
 			}
-			walkStrings(d, func(s string) {
+			walkStrings(d.all, func(s string) {
 				if strings.HasPrefix(s, "oci://") {
-					add(Name{KindRegistry, hostOf(s), where})
+					add(Name{KindRegistry, hostOf(s), f})
 				}
 			})
 		}
@@ -97,12 +90,6 @@ func (p *Package) SharedNames(slot string) ([]Name, error) {
 }
 
 var dockerName = regexp.MustCompile(`docker\s+(?:container\s+)?(?:run|create)\b[^\n;|&]*?\s--name[= ](\S+)`)
-
-func metadataName(d map[string]any) string {
-	md, _ := d["metadata"].(map[string]any)
-	n, _ := md["name"].(string)
-	return n
-}
 
 // hostOf is the host name of a URL (oci://host:5000/repo): what the
 // network resolves, whatever the port.

@@ -216,22 +216,49 @@ func render(s, name, value string) string {
 	return strings.ReplaceAll(s, "###ZARF_VAR_"+name+"###", value)
 }
 
+// doc is one YAML document: the fields the check reads, and the whole.
+type doc struct {
+	object
+	all map[string]any
+}
+
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		URL string `yaml:"url"`
+	} `yaml:"spec"`
+}
+
 // splitDocs splits a multi-document YAML text; a document that does not
-// parse is returned as an error naming it (Zarf would refuse it too).
-func splitDocs(text string) ([]map[string]any, error) {
+// parse is an error (Zarf would refuse it too). Documents that are not
+// mappings (values of other shapes) are kept for their strings only.
+func splitDocs(text string) ([]doc, error) {
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
-	var out []map[string]any
+	var out []doc
 	for {
-		var doc map[string]any
-		err := dec.Decode(&doc)
+		var n yaml.Node
+		err := dec.Decode(&n)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return out, err
 		}
-		if doc != nil {
-			out = append(out, doc)
+		var d doc
+		var all any
+		if err := n.Decode(&all); err != nil {
+			return out, err
 		}
+		if m, ok := all.(map[string]any); ok {
+			d.all = m
+			_ = n.Decode(&d.object) // a field of another shape is just not one the check reads
+		} else {
+			d.all = map[string]any{"": all}
+		}
+		out = append(out, d)
 	}
 }
