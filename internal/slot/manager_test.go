@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,5 +443,49 @@ func TestZarfRegistrySlot(t *testing.T) {
 	m.Config.ZarfRegistry = "harbor"
 	if _, err := slot.LoadConfig(filepath.Join(t.TempDir(), "none.yaml"), func(string) string { return "" }, map[string]string{"zarfRegistry": "harbor"}); err == nil || !strings.Contains(err.Error(), `zarfRegistry "harbor": use nodeport or slot`) {
 		t.Errorf("zarfRegistry harbor: %v", err)
+	}
+}
+
+// TestActiveSlotRebuiltKeepsTheRegistryAlias: the registry container of the
+// active slot, created again (recreate's BUILDING), carries the registry
+// alias from its start; another slot's does not.
+func TestActiveSlotRebuiltKeepsTheRegistryAlias(t *testing.T) {
+	ctx := context.Background()
+	m, fm := newManager(t)
+	for _, s := range []string{"a", "b"} {
+		if _, err := m.Create(ctx, s, slot.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := state.WriteFile(m.Dir.Join(slot.ActiveFile), []byte("a\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fm.ResetCalls(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b"} {
+		if err := m.Destroy(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Create(ctx, s, slot.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs []string
+	for _, c := range fm.Calls() {
+		if strings.HasPrefix(c, "docker run ") {
+			runs = append(runs, c)
+		}
+	}
+	if len(runs) != 2 || !strings.Contains(runs[0], "--name krops-registry-airgap-a --network kind --network-alias krops-registry ") ||
+		strings.Contains(runs[1], "--network-alias") {
+		t.Errorf("registry runs after rebuilding a (active) and b:\n%s", strings.Join(runs, "\n"))
+	}
+	st, err := fm.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Containers["krops-registry-airgap-a"]; c == nil || !slices.Contains(c.Aliases, "krops-registry") {
+		t.Errorf("the active slot's new registry container lacks the alias: %+v", c)
 	}
 }

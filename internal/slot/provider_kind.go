@@ -287,10 +287,17 @@ func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
 func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
 	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
 	port := strconv.Itoa(n.RegistryPort)
-	if _, err := m.Run.Run(ctx, "docker", "run", "-d", "--name", n.Registry, "--network", "kind",
-		"-p", "127.0.0.1:"+port+":5000",
+	args := []string{"run", "-d", "--name", n.Registry, "--network", "kind"}
+	// The active slot rebuilt (recreate's BUILDING, BUILDING_FALLBACK)
+	// gets the registry alias back with its new container: the switch
+	// that gave it to the old container does not run again.
+	if active, err := ReadActive(m.Dir); err == nil && active == n.Slot && m.Config.RegistryAlias != "" {
+		args = append(args, "--network-alias", m.Config.RegistryAlias)
+	}
+	args = append(args, "-p", "127.0.0.1:"+port+":5000",
 		"--label", "dev.kubectl-bundle.slot="+n.Slot,
-		imageName(m.Config.RegistryImage)); err != nil {
+		imageName(m.Config.RegistryImage))
+	if _, err := m.Run.Run(ctx, "docker", args...); err != nil {
 		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
 	}
 	url := "http://127.0.0.1:" + port + "/v2/"
