@@ -29,6 +29,7 @@ func TestLayering(t *testing.T) {
 		"internal/switchover": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/session":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/errkind":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/offline":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/runner":     {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli"},
 	}
 	// Test-support packages: production code never imports them (they

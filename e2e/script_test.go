@@ -189,6 +189,8 @@ func TestScripts(t *testing.T) {
 			"apiserver": cmdAPIServer,
 			"sitesim":   cmdSitesim,
 			"scrub":     cmdScrub,
+			"listen":    cmdListen,
+			"expand":    cmdExpand,
 		},
 	})
 }

@@ -3,7 +3,7 @@
 # active one, gate it, switch, soak; the active slot is never touched
 # before the switch. Re-running any command after a crash resumes it.
 #
-#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
 #   blue-green.sh accept [--log FILE]     end the soak; retire the old slot
 #   blue-green.sh revert [--log FILE]     during the soak: switch back; destroy the candidate
 #   blue-green.sh status
@@ -79,6 +79,7 @@ apply() {
     rollback "$(txn phase) failed before: $(txn lastError)"
   fi
 
+  offline_check
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rollback "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   done_phase PROVISIONING || preflight "$candidate" "$digest"

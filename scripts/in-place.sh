@@ -4,7 +4,7 @@
 # same slot: best effort, the slot was changed in place. Re-running after a
 # crash resumes: a deploy interrupted once is done again, twice restores.
 #
-#   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+#   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
 set -o errexit -o nounset -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -44,6 +44,7 @@ main() {
     restore "$("$JOURNAL" status -o 'jsonpath={.next.why}')"
   fi
 
+  offline_check
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || restore "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   step DEPLOYING "$SLOT" deploy "$active" "$digest" "${DEPLOY_ARGS[@]}" || restore "deploying into slot $active"

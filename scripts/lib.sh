@@ -48,6 +48,8 @@ SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 SUMMARY=()
 PACKAGE=""
 LOG=""
+# OFFLINE_WAIT is --offline-wait SECONDS ("" when not given).
+OFFLINE_WAIT=""
 
 # abs PATH: PATH made absolute, so a printed command runs from anywhere
 # ("-" and absolute paths stay as they are).
@@ -128,7 +130,7 @@ airgap_identity() {
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --key | --certificate-* | --trusted-root | --gate | --gate-timeout | --log)
+      --key | --certificate-* | --trusted-root | --gate | --gate-timeout | --log | --offline-wait)
         [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;
     esac
     case "$1" in
@@ -149,6 +151,7 @@ parse_args() {
       --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
       --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
       --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
+      --offline-wait) OFFLINE_WAIT=$2; RERUN_ARGS+=(--offline-wait "$2"); shift 2 ;;
       -h | --help) usage; exit 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *)
@@ -344,6 +347,44 @@ resume() {
   if [ "$(txn status)" = "failed" ]; then
     "$recover_fn" "$(txn phase) failed before: $(txn lastError)"
   fi
+}
+
+# offline_check: before the first step of an update, refuse (exit 3) while
+# a public registry still answers, as offline-run.sh does. Off unless the
+# site asks: SKIP_OFFLINE_CHECK=1 (the caller enforces isolation and
+# monitors egress: recorded, nothing probed), else --offline-wait SECONDS,
+# else $OFFLINE_WAIT_SECONDS, else config.yaml's offline.waitSeconds (the
+# plugin reads it, and the probed endpoints). The plugin records the mode
+# in the history of the open transaction. A refused update that changed
+# nothing is closed; one resumed past its first step stays open, and
+# re-running this script once offline resumes it.
+offline_check() {
+  local args=() rc=0
+  if [ "${SKIP_OFFLINE_CHECK:-0}" = "1" ]; then
+    args+=(--skip)
+  elif [ -n "$OFFLINE_WAIT" ]; then
+    args+=(--wait "$OFFLINE_WAIT")
+  elif [ -n "${OFFLINE_WAIT_SECONDS:-}" ]; then
+    args+=(--wait "$OFFLINE_WAIT_SECONDS")
+  fi
+  local out
+  out=$("$JOURNAL" offline-check "${args[@]}") || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    case "$out" in
+      "offline: off"*) ;;
+      *) pass "isolation ${out#offline: }" ;;
+    esac
+    return 0
+  fi
+  out=${out#offline: }
+  fail "isolation ${out:-check failed (see above)}"
+  if ! done_phase VERIFIED; then
+    kb "$JOURNAL" abort -q || true
+    kb "$JOURNAL" end -q || { fail "closing the transaction"; finish 3 "the transaction could not be closed"; }
+    finish "$rc" "the offline check refused; nothing was changed and the transaction is closed: run again once the uplink is cut"
+  fi
+  echo "once offline, run: $(rerun_command)" >&2
+  finish "$rc" "the offline check refused; the transaction stays open"
 }
 
 # active_slot prints the active slot from the slot records alone (no

@@ -4,7 +4,7 @@
 # Needs a maintenance window, not room for two clusters. Re-running after a
 # crash resumes.
 #
-#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--log FILE]
+#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
 set -o errexit -o nounset -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -45,6 +45,7 @@ main() {
   digest=$(txn target)
   resume rebuild BUILDING_FALLBACK
 
+  offline_check
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   step TEARDOWN "$SLOT" destroy "$active" --force || rebuild "tearing down slot $active"

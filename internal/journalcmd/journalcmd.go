@@ -101,6 +101,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, move an unreadable history aside, acknowledge lines cut from the history (each recorded)",
 				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
 			},
+			offlineCommand(streams),
 			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",

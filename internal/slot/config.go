@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/offline"
 )
 
 // Config is <state>/config.yaml: how slots are built. A flag beats an
@@ -69,6 +70,10 @@ type Config struct {
 	// Verify is the site's verification policy: kubectl bundle-verify
 	// uses it when its flags do not say otherwise.
 	Verify VerifyPolicy `yaml:"verify,omitempty" json:"verify,omitempty"`
+	// Offline is the site's offline assurance: the strategy scripts refuse
+	// to deploy while a public registry answers (kubectl bundle-journal
+	// offline-check).
+	Offline OfflinePolicy `yaml:"offline,omitempty" json:"offline,omitempty"`
 
 	// provider is the registered provider Provider names, resolved once by
 	// validate.
@@ -96,6 +101,21 @@ type VerifyPolicy struct {
 	// DigestExemptions are image references the digest-pin policy does
 	// not apply to, exactly as zarf.yaml spells them.
 	DigestExemptions []string `yaml:"digestExemptions,omitempty" json:"digestExemptions,omitempty"`
+}
+
+// OfflinePolicy is config.yaml's offline: section. The check is off
+// unless WaitSeconds is set (or the scripts get --offline-wait or
+// $OFFLINE_WAIT_SECONDS).
+type OfflinePolicy struct {
+	// WaitSeconds is how long to wait for the endpoints to stop answering
+	// before refusing; 0 probes once.
+	WaitSeconds *int `yaml:"waitSeconds,omitempty" json:"waitSeconds,omitempty"`
+	// Endpoints are probed: http(s) URLs (any answer is reachable) or
+	// HOST:PORT (a TCP connection is reachable). Default: the registries
+	// offline-run.sh probes, https://ghcr.io and https://registry.k8s.io.
+	Endpoints []string `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	// ProbeTimeout bounds each probe (default 3s).
+	ProbeTimeout string `yaml:"probeTimeout,omitempty" json:"probeTimeout,omitempty"`
 }
 
 // ExistingSlot is a cluster the operator already has.
@@ -271,6 +291,7 @@ func merge(c, f *Config) {
 		c.Existing = f.Existing
 	}
 	c.Verify = f.Verify
+	c.Offline = f.Offline
 }
 
 func set(c *Config, key, v string) error {
@@ -317,6 +338,9 @@ func (c *Config) validate() error {
 	default:
 		return bad("zarfRegistry %q: use %s or %s", c.ZarfRegistry, ZarfRegistryNodePort, ZarfRegistrySlot)
 	}
+	if err := c.Offline.validate(); err != nil {
+		return &ConfigError{err}
+	}
 	if err := p.ValidateConfig(c); err != nil {
 		return &ConfigError{err}
 	}
@@ -359,4 +383,21 @@ func (c *Config) NamesFor(slotName string) (*Names, error) {
 		n.Variables[k] = strings.ReplaceAll(v, "${SLOT}", slotName)
 	}
 	return n, nil
+}
+
+func (o *OfflinePolicy) validate() error {
+	if o.WaitSeconds != nil && *o.WaitSeconds < 0 {
+		return fmt.Errorf("offline.waitSeconds %d: use 0 or more seconds", *o.WaitSeconds)
+	}
+	for _, e := range o.Endpoints {
+		if err := offline.ParseEndpoint(e); err != nil {
+			return fmt.Errorf("offline.endpoints: %w", err)
+		}
+	}
+	if o.ProbeTimeout != "" {
+		if d, err := time.ParseDuration(o.ProbeTimeout); err != nil || d <= 0 {
+			return fmt.Errorf("offline.probeTimeout %q is not a positive duration (e.g. 3s)", o.ProbeTimeout)
+		}
+	}
+	return nil
 }

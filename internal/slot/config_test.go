@@ -129,3 +129,37 @@ func TestParseBytes(t *testing.T) {
 		t.Error("publishes")
 	}
 }
+
+// TestOfflineConfig: config.yaml's offline: section is read (an explicit 0
+// is kept apart from unset) and checked.
+func TestOfflineConfig(t *testing.T) {
+	load := func(body string) (*Config, error) {
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return LoadConfig(p, func(string) string { return "" }, nil)
+	}
+	c, err := load("offline:\n  waitSeconds: 0\n  endpoints: [https://ghcr.io, 127.0.0.1:5000]\n  probeTimeout: 2s\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Offline.WaitSeconds == nil || *c.Offline.WaitSeconds != 0 || len(c.Offline.Endpoints) != 2 || c.Offline.ProbeTimeout != "2s" {
+		t.Errorf("offline = %+v", c.Offline)
+	}
+	if c, err := load("kind: Config\n"); err != nil || c.Offline.WaitSeconds != nil {
+		t.Errorf("no offline: section: %+v, %v; want the check off", c.Offline, err)
+	}
+	for body, want := range map[string]string{
+		"offline: {waitSeconds: -1}":       "offline.waitSeconds -1",
+		"offline: {endpoints: [ghcr.io]}":  `offline.endpoints: endpoint "ghcr.io"`,
+		"offline: {probeTimeout: 0s}":      "offline.probeTimeout",
+		"offline: {waitSecond: 3}":         "field waitSecond not found",
+		"offline: {probeTimeout: quickly}": "not a positive duration",
+	} {
+		_, err := load(body)
+		if err == nil || !strings.Contains(err.Error(), want) || errkind.Of(err) != errkind.Usage {
+			t.Errorf("%s: err %v, want a usage error with %q", body, err, want)
+		}
+	}
+}
