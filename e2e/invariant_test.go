@@ -293,12 +293,6 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// recreate torn down, or the slot destroyed with --force): its repair
 	// "switch to ACTIVE --force" exits 2, no such slot (reported).
 	{"switch-record-repair-names-a-slot-with-no-record", "D: the repair a damage report printed fails", "does not exist"},
-	// The repair of a damaged pointer or switch record (switch to SLOT
-	// --force) is refused while a killed script's step is left started
-	// ("switching now would race it": checkTransaction reads the status,
-	// not the step lock), and the script's re-run is refused by the
-	// damage (internal/switchover: reported).
-	{"repair-refused-by-an-interrupted-step", "D: the repair a damage report printed fails", "switching now would race it"},
 	// With the active pointer damaged, a strategy re-run still gates,
 	// records RESTORED and ends the transaction (journal run/end and gate
 	// --record do not read the pointer): exit 1 "previous deployment is in

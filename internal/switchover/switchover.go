@@ -263,7 +263,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTransaction(t, target, journal.Switched, journal.Soaking); err != nil {
+	if err := s.checkTransaction(t, target, force, journal.Switched, journal.Soaking); err != nil {
 		return nil, err
 	}
 	if err := checkNotBack(blueGreen(t), target, active); err != nil {
@@ -357,7 +357,7 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTransaction(t, "", journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
+	if err := s.checkTransaction(t, "", false, journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
 		return nil, err
 	}
 	from, to := sw.Target, sw.Previous
@@ -419,7 +419,7 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTransaction(t, "", journal.Soaking); err != nil {
+	if err := s.checkTransaction(t, "", false, journal.Soaking); err != nil {
 		return nil, err
 	}
 	bg := blueGreen(t)

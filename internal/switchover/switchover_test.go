@@ -306,3 +306,50 @@ func TestToPreviousDuringABlueGreenSoakIsTheRevert(t *testing.T) {
 		t.Fatalf("after back: %+v", tx)
 	}
 }
+
+// A step of the open transaction is running only while a live process
+// holds the step lock: then every switch is refused, forced too. A step
+// left started by a killed process is interrupted: a plain switch is
+// refused naming the way on, and a forced one (the repair of a damaged
+// pointer or switch record) proceeds.
+func TestSwitchDuringAStartedStep(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	s.Journal = journal.New(s.Dir)
+	tx, err := s.Journal.Begin(journal.BeginOptions{Strategy: journal.InPlace, Target: strings.Repeat("1", 64), Slots: journal.Slots{Active: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Journal.Start(journal.Verified); err != nil {
+		t.Fatal(err)
+	}
+	var conflict *ConflictError
+
+	// A live owner: refused, forced or not.
+	l, err := s.Dir.LockStep(tx.ID + "/" + string(journal.Verified))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, force := range []bool{false, true} {
+		if _, err := s.To(ctx, "b", force); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "runs now: switching now would race it") {
+			t.Errorf("to b (force %v) while a live process runs VERIFIED: %v", force, err)
+		}
+	}
+	wantAt(t, s, fm, "a")
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The owner is gone: the step is interrupted, not running.
+	if _, err := s.To(ctx, "b", false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "interrupted in step VERIFIED (no process runs it)") {
+		t.Errorf("to b after the owner died: %v", err)
+	}
+	wantAt(t, s, fm, "a")
+	if err := state.WriteFile(s.Dir.Join(slot.ActiveFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.To(ctx, "a", true); err != nil {
+		t.Fatalf("the forced repair of the emptied pointer after the owner died: %v", err)
+	}
+	wantAt(t, s, fm, "a")
+}

@@ -2,6 +2,7 @@ package switchover
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 )
@@ -35,18 +36,24 @@ func (s *Switcher) phaseStep(bg *journal.Transaction, p journal.Phase, fn func()
 }
 
 // checkTransaction refuses to switch while another step of the open
-// transaction t is running, or to a slot that is not its candidate.
-func checkTransaction(t *journal.Transaction, target string, allowed ...journal.Phase) error {
+// transaction t is running, or to a slot that is not its candidate. A
+// step runs while a live process holds the step lock (journal run), not
+// because its status says started: a step whose owner was killed is
+// interrupted, and only a forced switch (the repair of a damaged pointer
+// or switch record) goes ahead of its re-run.
+func (s *Switcher) checkTransaction(t *journal.Transaction, target string, force bool, allowed ...journal.Phase) error {
 	if t == nil {
 		return nil
 	}
-	if t.Status == journal.StatusStarted {
-		ok := false
-		for _, p := range allowed {
-			ok = ok || t.Phase == p
-		}
-		if !ok {
-			return &ConflictError{fmt.Sprintf("transaction %s is in step %s (started): switching now would race it; let it finish, or see kubectl bundle-journal status", t.ID, t.Phase)}
+	if t.Status == journal.StatusStarted && !slices.Contains(allowed, t.Phase) {
+		h, err := s.Dir.StepRunning()
+		switch {
+		case err != nil:
+			return err
+		case h != nil:
+			return &ConflictError{fmt.Sprintf("transaction %s is in step %s, which pid %d runs now: switching now would race it; let it finish, or see kubectl bundle-journal status", t.ID, t.Phase, h.PID)}
+		case !force:
+			return &ConflictError{fmt.Sprintf("transaction %s was interrupted in step %s (no process runs it): finish it first with the command kubectl bundle-journal status prints, or pass --force", t.ID, t.Phase)}
 		}
 	}
 	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
