@@ -298,11 +298,6 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// --record do not read the pointer): exit 1 "previous deployment is in
 	// place" instead of exit 3 and the repair (reported).
 	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
-	// switch.json and the active slot's record both damaged: switch to A
-	// --force refuses on the record (naming slot destroy A --force, the
-	// repair of an unprotected slot), which refuses on switch.json: each
-	// repair waits on the other (reported).
-	{"two-damages-repairs-wait-on-each-other", "D: the repair a damage report printed fails", "clear it and what its slot left"},
 }
 
 func firstLine(s string) string {

@@ -124,11 +124,11 @@ func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	rec, err := slot.Load(s.Dir, name)
 	var dmg *slot.DamagedError
 	if errors.As(err, &dmg) {
-		active, soaking, perr := s.Protected()
+		p, perr := switchover.Protects(s.Dir, name)
 		if perr != nil {
 			return nil, perr
 		}
-		dmg.Protected = name == active || name == soaking
+		dmg.Protected = p
 	}
 	return rec, err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 const description = `A slot is a named environment (a, b) holding one management cluster and its
@@ -382,12 +383,13 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 		return err
 	}
 	// The pointer and the switch record say which slots are kept; damage
-	// to them is repaired first (their own repair is printed).
-	active, soaking, err := s.Protected()
+	// to them is repaired first (their own repair is printed), but the
+	// pointer alone decides for the active slot.
+	protected, err := switchover.Protects(s.dir, name)
 	if err != nil {
 		return err
 	}
-	if name != active && name != soaking {
+	if !protected {
 		return errkind.New(errkind.Conflict, "slot %s is not protected (neither the active slot nor the revert target of a soak), so its damaged record is not rebuilt: clear it and what its slot left with kubectl bundle-slot destroy %s --force", name, name)
 	}
 	rep, err := s.m.RepairRecord(ctx, name)

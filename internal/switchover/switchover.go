@@ -115,6 +115,26 @@ func (r *Record) Soaking() bool {
 	return r.Previous != "" && (r.Phase == PhaseSwitching || r.Phase == PhaseSwitched || r.Phase == PhaseSwitchingBack)
 }
 
+// Protects reports whether slot name is protected: the active slot, or
+// the revert target while a switch soaks. The pointer is read first and
+// decides alone for the active slot, so that the record of the active slot
+// can be repaired while switch.json is damaged too (each repair would
+// otherwise wait on the other); damage to what decides is an error.
+func Protects(d *state.Dir, name string) (bool, error) {
+	active, err := slot.ReadActive(d)
+	if err != nil {
+		return false, err
+	}
+	if name == active {
+		return true, nil
+	}
+	sw, err := LoadRecord(d)
+	if err != nil {
+		return false, err
+	}
+	return sw != nil && sw.Soaking() && sw.Previous == name, nil
+}
+
 // recordFix is the command that rewrites a damaged switch record: a forced
 // switch to the active slot writes it anew.
 func recordFix(d *state.Dir) string {
@@ -238,6 +258,12 @@ func orNone(s string) string {
 // switch to the same slot.
 func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, error) {
 	rec, err := slot.Load(s.Dir, target)
+	if dmg := (*slot.DamagedError)(nil); errors.As(err, &dmg) {
+		// The repair of a protected slot's record keeps the slot.
+		if p, perr := Protects(s.Dir, target); perr == nil {
+			dmg.Protected = p
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
