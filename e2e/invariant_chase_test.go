@@ -145,11 +145,13 @@ func (r *seqRun) settle() *violation {
 	if v := r.chase(8, false); v != nil {
 		return v
 	}
-	active, ok := r.pointer()
-	if !ok || active == "" {
-		return nil
-	}
 	for i := 0; i < 3; i++ {
+		// Read again after each repair: one may remove the pointer (its
+		// slot destroyed with --force, and none left).
+		active, ok := r.pointer()
+		if !ok || active == "" {
+			return nil
+		}
 		kube, reg := r.q.aliases()
 		if kube == active && reg == active {
 			return nil

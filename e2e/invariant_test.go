@@ -289,10 +289,6 @@ func knownOpen(v *violation) string {
 }
 
 var knownOpenBugs = []struct{ name, key, contains string }{
-	// A damaged switch.json while the active slot has no record (a
-	// recreate torn down, or the slot destroyed with --force): its repair
-	// "switch to ACTIVE --force" exits 2, no such slot (reported).
-	{"switch-record-repair-names-a-slot-with-no-record", "D: the repair a damage report printed fails", "does not exist"},
 	// With the active pointer damaged, a strategy re-run still gates,
 	// records RESTORED and ends the transaction (journal run/end and gate
 	// --record do not read the pointer): exit 1 "previous deployment is in

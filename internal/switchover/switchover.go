@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -136,12 +137,34 @@ func Protects(d *state.Dir, name string) (bool, error) {
 }
 
 // recordFix is the command that rewrites a damaged switch record: a forced
-// switch to the active slot writes it anew.
+// switch to the active slot writes it anew. When the pointer is damaged or
+// names a slot with no record, that switch cannot run (exit 2, no such
+// slot): a forced switch to a slot that exists writes the pointer and the
+// record anew; with no such slot, or while a recreate rebuilds the slot
+// the pointer names, the damaged record is removed (no switch is in
+// progress, and the recreate goes on).
 func recordFix(d *state.Dir) string {
-	if a, err := slot.ReadActive(d); err == nil && a != "" {
-		return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
+	remove := func(why string) string { return state.RemoveCommand(d.Join(RecordFile)) + "   # " + why }
+	a, err := slot.ReadActive(d)
+	switch {
+	case err == nil && a == "":
+		return remove("no slot is active: there is no switch to keep")
+	case err == nil:
+		if _, err := slot.Load(d, a); !errors.As(err, new(*slot.NotFoundError)) {
+			return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
+		}
+		if t, err := journal.New(d).Load(); err == nil && slot.CheckActiveRecord(d, a, t) == nil {
+			return remove("slot " + a + " is being rebuilt by a recreate: there is no switch to keep")
+		}
 	}
-	return state.RemoveCommand(d.Join(RecordFile)) + "   # no slot is active: there is no switch to keep"
+	why := "the active pointer is damaged"
+	if err == nil {
+		why = "slot " + a + " has no record"
+	}
+	if fix := slot.ActiveRepair(d); strings.HasPrefix(fix, "kubectl bundle-switch to ") {
+		return fix + "   # " + why + ": makes a slot that exists active and writes the switch record anew"
+	}
+	return remove(why + " and no slot is left: there is no switch to keep")
 }
 
 func (s *Switcher) save(r *Record) error {
