@@ -289,11 +289,6 @@ func knownOpen(v *violation) string {
 }
 
 var knownOpenBugs = []struct{ name, key, contains string }{
-	// With the active pointer damaged, a strategy re-run still gates,
-	// records RESTORED and ends the transaction (journal run/end and gate
-	// --record do not read the pointer): exit 1 "previous deployment is in
-	// place" instead of exit 3 and the repair (reported).
-	{"resume-ignores-damaged-pointer", "D: %s says the previous deployment is in place while", "active is damaged"},
 }
 
 func firstLine(s string) string {

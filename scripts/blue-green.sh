@@ -58,10 +58,12 @@ apply() {
   if [ -z "$(txn id)" ]; then
     local active candidate
     active=$(active_slot)
-    # A fresh site: blue-green builds next to an active slot, never from none.
-    [ -n "$active" ] || refuse 3 "no slot is active yet: blue-green builds a candidate next to the active slot; make the first install by hand (kubectl bundle-slot create a; kubectl bundle-verify --stage $PACKAGE ...; kubectl bundle-slot deploy a $PACKAGE; kubectl bundle-gate --slot a --record; kubectl bundle-switch to a), then update with blue-green"
     candidate=$(other_slot "$active")
-    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" --active "$active" --candidate "$candidate" -q
+    # With no active slot listed, begin decides why (exit 3 either way): a
+    # fresh site (blue-green builds next to an active slot, never from
+    # none: it names the first install), or a pointer that is damaged or
+    # names a slot with no record (it names the repair).
+    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" -q
   fi
   local candidate digest
   candidate=$(txn slots.candidate)

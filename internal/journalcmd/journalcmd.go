@@ -204,7 +204,7 @@ func beginSlots(st journal.Strategy, active, candidate string) (journal.Slots, e
 		}
 	}
 	switch {
-	case st == journal.BlueGreen && (active == "" || candidate == ""):
+	case st == journal.BlueGreen && candidate == "":
 		return journal.Slots{}, errkind.New(errkind.Usage, "blue-green builds the update in --candidate next to --active: give both (e.g. --active a --candidate b)")
 	case st == journal.BlueGreen && candidate == active:
 		return journal.Slots{}, errkind.New(errkind.Usage, "--candidate %s is the active slot: blue-green builds the update in another slot (e.g. --active a --candidate b)", candidate)

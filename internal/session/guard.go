@@ -241,7 +241,10 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 	if active != "" && p.Active != "" && active != p.Active {
 		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
 	}
-	if st != journal.BlueGreen && active == "" && p.Active != "" {
+	if active == "" && p.Active != "" {
+		if st == journal.BlueGreen {
+			return errkind.New(errkind.Usage, "blue-green builds the update in --candidate next to --active: add --active %s", p.Active)
+		}
 		return errkind.New(errkind.Usage, "%s updates the active slot: add --active %s", st, p.Active)
 	}
 	if candidate != "" {
