@@ -211,6 +211,12 @@ func (r *seqRun) step(line string) *violation {
 // runRepair runs a damage report's repair verbatim: it must exit 0.
 func (r *seqRun) runRepair(cmd string) *violation {
 	pre := r.observe()
+	// A transaction.json removed while the history tells the open
+	// transaction whole: the repair rebuilds it, never closes it.
+	lost, whole := "", false
+	if pre.txn == nil && slices.Contains(pre.damaged, "transaction") {
+		lost, whole = r.openInHistory()
+	}
 	var res result
 	// A repair that fails with a different damage report and repair made
 	// progress (issue 14's rule for next commands): follow it, a few times.
@@ -231,6 +237,9 @@ func (r *seqRun) runRepair(cmd string) *violation {
 	}
 	if res.code != 0 {
 		return r.fail("D", "the repair a damage report printed fails when run as printed: %s: %s\n%s", cmd, res, tail(res.out))
+	}
+	if t, _ := r.txn(); whole && (t == nil || t.ID != lost) {
+		return r.fail("D", "the repair of the removed transaction.json of transaction %s, which the history tells whole, did not rebuild it: %s", lost, cmd)
 	}
 	// It must repair something this sequence damaged (advice that only
 	// reads, such as "inspect it", is no repair).

@@ -30,7 +30,7 @@ var damageKinds = map[string][]string{
 	"switch":      {"truncate", "empty", "dir"},
 	"slot-a":      {"truncate", "empty", "dir", "symlink"},
 	"slot-b":      {"truncate", "empty", "dir", "symlink"},
-	"transaction": {"truncate", "empty"},
+	"transaction": {"truncate", "empty", "delete"},
 	"history":     {"truncate", "empty"},
 }
 
@@ -71,6 +71,10 @@ func (q *seqSite) damage(target, kind string) (bool, error) {
 		err = write("a\nb\n")
 	case "zz":
 		err = write("zz\n")
+	case "delete":
+		// Removed from outside: damage while the history shows the
+		// transaction open (stillDamaged).
+		err = os.Remove(p)
 	case "dir":
 		if err = os.Remove(p); err == nil {
 			err = os.Mkdir(p, 0o700)

@@ -160,6 +160,12 @@ func (r *seqRun) stillDamaged(target string) bool {
 		_, ok := r.soaking()
 		return !ok
 	case "transaction":
+		if _, err := os.Lstat(r.q.state("journal", "transaction.json")); os.IsNotExist(err) {
+			// Missing while the history shows a transaction begun and
+			// not ended: lost, not "none".
+			open, _ := r.openInHistory()
+			return open != ""
+		}
 		_, ok := r.txn()
 		return !ok
 	case "history":
@@ -192,4 +198,30 @@ func (r *seqRun) stillDamaged(target string) bool {
 	}
 	_, ok := r.record(sl)
 	return !ok
+}
+
+// openInHistory is the transaction the history shows begun and not ended
+// ("" when none), as the journal reads it (a history moved aside starts
+// again with the open transaction's last step), and whether the history
+// tells it whole: its begin is there and no loss was acknowledged since
+// (a cut loses the tail, where its end may have been).
+func (r *seqRun) openInHistory() (string, bool) {
+	open, whole := "", false
+	for _, e := range r.history() {
+		switch e.Type {
+		case "begin":
+			open, whole = e.TxnID, true
+		case "step", "abort":
+			if e.TxnID != open {
+				open, whole = e.TxnID, false
+			}
+		case "repair":
+			whole = false
+		case "end":
+			if e.TxnID == open {
+				open, whole = "", false
+			}
+		}
+	}
+	return open, whole && open != ""
 }

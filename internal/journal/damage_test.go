@@ -198,7 +198,7 @@ func TestLostTransaction(t *testing.T) {
 	os.Remove(j.txnPath())
 	_, err = j.Load()
 	var le *LostError
-	if !errors.As(err, &le) || le.Open.TxnID != tx.ID || !strings.Contains(err.Error(), "kubectl bundle-journal abort --force") {
+	if !errors.As(err, &le) || le.Open.TxnID != tx.ID || !le.Rebuildable || !strings.HasSuffix(err.Error(), "rebuild it from the history: kubectl bundle-journal repair") {
 		t.Fatalf("load: %v", err)
 	}
 	if _, err := j.Begin(BeginOptions{Strategy: InPlace, Target: strings.Repeat("2", 64)}); !errors.As(err, &le) {
@@ -209,5 +209,53 @@ func TestLostTransaction(t *testing.T) {
 	}
 	if got, err := j.Load(); got != nil || err != nil {
 		t.Fatalf("after abort --force: %+v %v", got, err)
+	}
+}
+
+// A transaction.json removed while the history reaches back to its begin
+// is rebuilt by RepairDamage (journal repair), where it was; cut below its
+// begin, the history cannot tell it, and abort --force is the repair.
+func TestRepairRebuildsAMissingTransaction(t *testing.T) {
+	j := newJournal(t)
+	tx, err := j.Begin(BeginOptions{Strategy: Recreate, Target: strings.Repeat("1", 64), Fallback: strings.Repeat("2", 64), Slots: Slots{Active: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Phase{Verified, Teardown} {
+		if _, err := j.Start(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Done(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := j.Load()
+	os.Remove(j.txnPath())
+	did, err := j.RepairDamage()
+	if err != nil || len(did) != 1 || !strings.HasPrefix(did[0], "rebuilt the missing transaction.json of transaction "+tx.ID+" (recreate) from the history: phase TEARDOWN (done)") {
+		t.Fatalf("repair: %q %v", did, err)
+	}
+	got, err := j.Load()
+	if err != nil || got == nil || got.ID != tx.ID || got.Phase != Teardown || got.Status != StatusDone || got.Seq != want.Seq ||
+		got.Fallback != want.Fallback || got.Slots != want.Slots || len(got.Steps) != len(want.Steps) {
+		t.Fatalf("rebuilt: %+v %v, want %+v", got, err, want)
+	}
+	if did, err := j.RepairDamage(); err != nil || len(did) != 0 {
+		t.Fatalf("second repair: %q %v", did, err)
+	}
+
+	// The history cut below the begin: not rebuildable.
+	b, err := os.ReadFile(j.histPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(j.histPath(), []byte(strings.Join(lines[1:], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(j.txnPath())
+	var le *LostError
+	if _, err := j.Load(); !errors.As(err, &le) || le.Rebuildable || !strings.HasSuffix(err.Error(), "kubectl bundle-journal abort --force") {
+		t.Fatalf("load with the begin cut: %v", err)
 	}
 }

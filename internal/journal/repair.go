@@ -18,6 +18,9 @@ import (
 // history cut short (the loss acknowledged and recorded).
 const RepairCommand = "kubectl bundle-journal repair"
 
+// eventRepair is the history event that acknowledges lines lost from it.
+const eventRepair = "repair"
+
 // MarkFile records the sequence number and length of the history after
 // its last append.
 const MarkFile = "history.mark"
@@ -113,8 +116,9 @@ func setAside(p string) (string, error) {
 // RepairDamage repairs what something outside kubectl-bundle did to the
 // journal, saying each thing it did: an unreadable history is moved aside
 // and a new one started; an unreadable transaction.json is moved aside and
-// rebuilt from the history's events of the open transaction (or, when the
-// history cannot tell it, left to abort --force); lines cut from the
+// rebuilt from the history's events of the open transaction, and a missing
+// one rebuilt the same way (or, when the history cannot tell it, left to
+// abort --force); lines cut from the
 // history are acknowledged in a repair event, after the open
 // transaction's last step is restored. The caller holds the lock.
 func (j *Journal) RepairDamage() ([]string, error) {
@@ -137,6 +141,18 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		h = &History{}
 	}
 	t, terr := j.loadFile()
+	if terr == nil && t == nil && herr == nil {
+		// Removed from outside while the history shows it open: rebuilt
+		// from the history when it reaches back to the begin (else Load's
+		// error says abort --force).
+		if rt := j.rebuildLost(h); rt != nil {
+			if err := j.writeRebuilt(rt); err != nil {
+				return did, err
+			}
+			t = rt
+			did = append(did, fmt.Sprintf("rebuilt the missing %s of transaction %s (%s) from the history: phase %s (%s)", TransactionFile, rt.ID, rt.Strategy, rt.Phase, rt.Status))
+		}
+	}
 	if terr != nil {
 		aside, err := setAside(j.txnPath())
 		if err != nil {
@@ -146,11 +162,7 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		open := h.OpenInHistory()
 		switch rt := rebuild(h, open); {
 		case rt != nil:
-			b, _ := json.MarshalIndent(rt, "", "  ")
-			if _, err := ParseTransaction(b); err != nil {
-				return did, fmt.Errorf("rebuilding %s from the history: %w", TransactionFile, err)
-			}
-			if err := state.WriteFile(j.txnPath(), append(b, '\n')); err != nil {
+			if err := j.writeRebuilt(rt); err != nil {
 				return did, err
 			}
 			t = rt
@@ -181,7 +193,7 @@ func (j *Journal) RepairDamage() ([]string, error) {
 			detail = fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d), acknowledged", HistoryFile, loss.Lines, loss.Bytes, loss.FromSeq, loss.ToSeq)
 			next = max(next, loss.ToSeq+1)
 		}
-		ev := Event{Seq: next, Time: j.now(), TxnID: NoTransaction, Type: "repair", Detail: detail, Status: StatusDone}
+		ev := Event{Seq: next, Time: j.now(), TxnID: NoTransaction, Type: eventRepair, Detail: detail, Status: StatusDone}
 		if t != nil {
 			ev.TxnID = t.ID
 		}
@@ -197,6 +209,39 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		did = append(did, note)
 	}
 	return did, err
+}
+
+// rebuildLost is the transaction a missing transaction.json held, rebuilt
+// from h: nil when h shows none open, does not reach back to its begin, or
+// lost lines (its end may be among them: a closed transaction would come
+// back to life).
+func (j *Journal) rebuildLost(h *History) *Transaction {
+	if j.loss(h, nil) != nil {
+		return nil
+	}
+	open := h.OpenInHistory()
+	if open == nil {
+		return nil
+	}
+	// A loss acknowledged since the transaction began is the same: a cut
+	// history loses its tail, where its end may have been.
+	begun := false
+	for _, ev := range h.Events {
+		begun = begun || (ev.TxnID == open.TxnID && ev.Type == EventBegin)
+		if begun && ev.Type == eventRepair {
+			return nil
+		}
+	}
+	return rebuild(h, open)
+}
+
+// writeRebuilt writes rt, rebuilt from the history, as transaction.json.
+func (j *Journal) writeRebuilt(rt *Transaction) error {
+	b, _ := json.MarshalIndent(rt, "", "  ")
+	if _, err := ParseTransaction(b); err != nil {
+		return fmt.Errorf("rebuilding %s from the history: %w", TransactionFile, err)
+	}
+	return state.WriteFile(j.txnPath(), append(b, '\n'))
 }
 
 // rebuild is the open transaction as its history events tell it, nil when

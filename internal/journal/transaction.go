@@ -95,11 +95,18 @@ type LostError struct {
 	Path string
 	// Open is the history's last event of the transaction.
 	Open Event
+	// Rebuildable: the history reaches back to the transaction's begin, so
+	// journal repair rebuilds the file from it.
+	Rebuildable bool
 }
 
 func (e *LostError) Error() string {
-	return fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): something outside kubectl-bundle removed it; check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force",
+	msg := fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): something outside kubectl-bundle removed it",
 		e.Path, e.Open.TxnID, e.Open.Phase, e.Open.Status)
+	if e.Rebuildable {
+		return msg + "; rebuild it from the history: " + RepairCommand
+	}
+	return msg + "; the history does not reach back to its begin: check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force"
 }
 
 // ErrorKind: a lost transaction is state that does not allow the step.
