@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -68,24 +70,35 @@ func (k KindLibrary) provider() *cluster.Provider {
 
 // Create implements ClusterProvider.
 func (k KindLibrary) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeconfig string) error {
-	err := k.provider().Create(name,
+	private, err := os.MkdirTemp("", "kubectl-bundle-kind-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(private)
+	err = k.provider().Create(name,
 		cluster.CreateWithV1Alpha4Config(cfg),
-		cluster.CreateWithKubeconfigPath(kubeconfig),
+		cluster.CreateWithKubeconfigPath(filepath.Join(private, "kubeconfig")),
 		cluster.CreateWithWaitForReady(3*time.Minute),
 		cluster.CreateWithDisplayUsage(false),
 		cluster.CreateWithDisplaySalutation(false))
 	if err != nil {
 		return fmt.Errorf("kind create cluster %s: %w", name, err)
 	}
-	return nil
+	// See kind_kubeconfig.go: the shared file is replaced atomically.
+	return mergeKindEntries(kubeconfigTarget(kubeconfig), filepath.Join(private, "kubeconfig"), name)
 }
 
 // Delete implements ClusterProvider.
 func (k KindLibrary) Delete(_ context.Context, name, kubeconfig string) error {
-	if err := k.provider().Delete(name, kubeconfig); err != nil {
+	private, err := os.MkdirTemp("", "kubectl-bundle-kind-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(private)
+	if err := k.provider().Delete(name, filepath.Join(private, "kubeconfig")); err != nil {
 		return fmt.Errorf("kind delete cluster %s: %w", name, err)
 	}
-	return nil
+	return removeKindEntries(kubeconfigTarget(kubeconfig), name)
 }
 
 // Exists implements ClusterProvider.
