@@ -143,6 +143,11 @@ kind: ZarfPackageConfig
 metadata:
   name: bench-workload
   version: $1
+# Fit for blue/green (S2): the slot's name reaches the package; nothing it
+# makes lives on the shared Docker daemon or network.
+variables:
+  - name: SLOT
+    description: the slot deployed into (kubectl bundle-slot deploy sets it)
 components:
   - name: workload
     required: true
@@ -166,7 +171,7 @@ spec:
   replicas: 2
   selector: {matchLabels: {app: workload}}
   template:
-    metadata: {labels: {app: workload, version: "$1"}}
+    metadata: {labels: {app: workload, version: "$1", slot: "###ZARF_VAR_SLOT###"}}
     spec:
       containers:
         - name: workload
