@@ -191,6 +191,7 @@ func TestScripts(t *testing.T) {
 			"scrub":     cmdScrub,
 			"listen":    cmdListen,
 			"expand":    cmdExpand,
+			"runbook":   cmdRunbook,
 		},
 	})
 }
