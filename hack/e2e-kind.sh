@@ -277,6 +277,17 @@ outage_stop() { # NAME
   printf '%-28s %d of %d requests failed through the registry alias (%s/s)\n' "outage $n" "$bad" $((ok + bad)) "$(rate $((ok + bad)) "$ms")" | tee -a "$measure"
 }
 
+# with_outage NAME LABEL CMD...: runs CMD inside the outage loops, timed.
+with_outage() {
+  local n=$1 label=$2 t
+  shift 2
+  t=$(now)
+  outage_start "$n"
+  "$@"
+  outage_stop "$n"
+  m "$label" "$t"
+}
+
 # The first install, by hand, as blue-green's refusal on a fresh site advises.
 kubectl-bundle-slot preflight a
 t=$(now)
@@ -307,27 +318,15 @@ expect_active a 1.0.0
 
 # blue-green over the two real clusters: apply, revert, apply, accept.
 kubectl-bundle-slot preflight b | tee "$work/preflight-b" | grep memory | sed 's/^/preflight b: /' | tee -a "$measure"
-t=$(now)
-outage_start apply-1
-"$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
-outage_stop apply-1
-m "blue-green apply (b)" "$t"
+with_outage apply-1 "blue-green apply (b)" "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
 expect_active b 2.0.0
 docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/two slots: /' | tee -a "$measure"
-t=$(now)
-outage_start revert
-"$root/scripts/blue-green.sh" revert
-outage_stop revert
-m "blue-green revert" "$t"
+with_outage revert "blue-green revert" "$root/scripts/blue-green.sh" revert
 expect_active a 1.0.0
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-b-\|^kb-e2e-registry-b$'; then
   fail "slot b's containers are left after revert"
 fi
-t=$(now)
-outage_start apply-2
-"$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
-outage_stop apply-2
-m "blue-green apply again (b)" "$t"
+with_outage apply-2 "blue-green apply again (b)" "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
 expect_active b 2.0.0
 t=$(now)
 "$root/scripts/blue-green.sh" accept

@@ -31,7 +31,8 @@ func kubeconfigTarget(explicit string) string {
 	return clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 }
 
-func loadOrNew(path string) (*clientcmdapi.Config, error) {
+// LoadKubeconfig loads a kubeconfig file; a missing one is empty.
+func LoadKubeconfig(path string) (*clientcmdapi.Config, error) {
 	cfg, err := clientcmd.LoadFromFile(path)
 	if os.IsNotExist(err) {
 		return clientcmdapi.NewConfig(), nil
@@ -42,7 +43,9 @@ func loadOrNew(path string) (*clientcmdapi.Config, error) {
 	return cfg, nil
 }
 
-func writeKubeconfig(path string, cfg *clientcmdapi.Config) error {
+// WriteKubeconfig replaces a kubeconfig file atomically (a reader sees
+// the old file or the new one, never a cut one).
+func WriteKubeconfig(path string, cfg *clientcmdapi.Config) error {
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return err
@@ -61,7 +64,7 @@ func mergeKindEntries(target, private, cluster string) error {
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig kind wrote: %w", err)
 	}
-	to, err := loadOrNew(target)
+	to, err := LoadKubeconfig(target)
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func mergeKindEntries(target, private, cluster string) error {
 		to.AuthInfos[ctx.AuthInfo] = u
 	}
 	to.CurrentContext = e
-	return writeKubeconfig(target, to)
+	return WriteKubeconfig(target, to)
 }
 
 // removeKindEntries removes cluster's context, cluster and user from
@@ -105,5 +108,5 @@ func removeKindEntries(target, cluster string) error {
 	if to.CurrentContext == e {
 		to.CurrentContext = ""
 	}
-	return writeKubeconfig(target, to)
+	return WriteKubeconfig(target, to)
 }

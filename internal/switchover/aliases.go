@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -90,22 +90,12 @@ func pointAlias(explicit, alias, target string) error {
 		return fmt.Errorf("the slot's context %s is not in the kubeconfig (kubectl bundle-slot create writes it)", target)
 	}
 	file := aliasFile(explicit, alias)
-	cfg, err := clientcmd.LoadFromFile(file)
-	if os.IsNotExist(err) {
-		cfg, err = clientcmdapi.NewConfig(), nil
-	}
+	cfg, err := slot.LoadKubeconfig(file)
 	if err != nil {
-		return fmt.Errorf("loading %s: %w", file, err)
+		return err
 	}
 	cfg.Contexts[alias] = &clientcmdapi.Context{Cluster: tc.Cluster, AuthInfo: tc.AuthInfo, Namespace: tc.Namespace}
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	return state.WriteFile(file, data)
+	return slot.WriteKubeconfig(file, cfg)
 }
 
 // aliasTarget returns the slot context (among candidates) whose cluster
