@@ -4,8 +4,10 @@
 # before the switch. Re-running any command after a crash resumes it.
 #
 #   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
-#   blue-green.sh accept [--log FILE]     end the soak; retire the old slot
-#   blue-green.sh revert [--log FILE]     during the soak: switch back; destroy the candidate
+#   blue-green.sh accept [--yes] [--log FILE]  end the soak; retire the old slot
+#   blue-green.sh revert [--yes] [--log FILE]  during the soak: switch back; destroy the candidate
+#   (accept and revert list what the discarded slot holds first; with any,
+#   a terminal asks, and without one they need --yes)
 #   blue-green.sh status
 set -o errexit -o nounset -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,7 +15,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # rollback destroys the candidate (never the active slot) and closes the
@@ -102,9 +104,13 @@ apply() {
 accept() {
   parse_args "$@"
   check_open blue-green
+  local old
+  old=$(txn slots.active)
+  if [ -n "$old" ] && ! done_phase RETIRED; then
+    confirm_losses "$old" "retiring slot $old"
+  fi
   kb "$SWITCH" accept
   if [ -n "$(txn id)" ]; then
-    local old
     old=$(txn slots.active)
     if [ -n "$old" ]; then
       step RETIRED "$SLOT" destroy "$old" || { fail "retiring slot $old"; finish 3; }
@@ -124,6 +130,7 @@ revert() {
   [ -n "$(txn id)" ] || refuse 4 "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
   local candidate
   candidate=$(txn slots.candidate)
+  done_phase DESTROYING || confirm_losses "$candidate" "revert"
   if ! done_phase SWITCHED_BACK; then
     kb "$SWITCH" back || { fail "switching back: re-run this command"; finish 3; }
   fi

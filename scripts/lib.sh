@@ -39,6 +39,8 @@ case "${1:-}" in
 esac
 
 VERIFY_ARGS=()
+# YES_ARGS is --yes when given: discard what a slot holds without asking.
+YES_ARGS=()
 DEPLOY_ARGS=()
 GATE_ARGS=()
 # RERUN_ARGS are this run's options with absolute paths, for the command
@@ -148,6 +150,7 @@ parse_args() {
         VERIFY_ARGS+=("$1" "$2")
         RERUN_ARGS+=("$1" "$2")
         shift 2 ;;
+      --yes) YES_ARGS=(--yes); RERUN_ARGS+=(--yes); shift ;;
       --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
       --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
       --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
@@ -396,4 +399,16 @@ active_slot() {
 # other_slot SLOT: the slot blue/green builds next to SLOT.
 other_slot() {
   if [ "$1" = "a" ]; then echo b; else echo a; fi
+}
+
+# confirm_losses SLOT WHAT: before WHAT discards SLOT, list what it holds
+# (PersistentVolumeClaims, registry content), recorded in the journal; when
+# there is any, a terminal asks, and without one it refuses unless --yes was
+# given. A refusal changes nothing: exit with its code (2 names --yes).
+confirm_losses() {
+  local rc=0
+  "$SLOT" losses "$1" "${YES_ARGS[@]}" || rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  fail "$2 would discard what slot $1 holds (listed above); nothing was changed"
+  finish "$rc" "not confirmed: run again with --yes to discard it"
 }

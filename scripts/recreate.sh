@@ -4,14 +4,16 @@
 # Needs a maintenance window, not room for two clusters. Re-running after a
 # crash resumes.
 #
-#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
+#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--yes] [--log FILE]
+#   (the teardown lists what the slot holds first; with any, a terminal
+#   asks, and without one it needs --yes)
 set -o errexit -o nounset -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # build SLOT DIGEST [DEPLOY ARGS...]: a fresh slot with DIGEST deployed.
@@ -48,6 +50,7 @@ main() {
   offline_check
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
+  done_phase TEARDOWN || confirm_losses "$active" "the teardown"
   step TEARDOWN "$SLOT" destroy "$active" --force || rebuild "tearing down slot $active"
   pass "slot $active torn down"
   step BUILDING "$here/recreate.sh" --build "$active" "$digest" "${DEPLOY_ARGS[@]}" || rebuild "building slot $active"

@@ -60,3 +60,25 @@ func TestDefaultGateOnHealthySite(t *testing.T) {
 		t.Errorf("failed %+v", f)
 	}
 }
+
+// TestDefaultForSlot: the default gate checks the workload cluster of the
+// slot under gate (airgap-wl-b with --slot b), and the site's fixed name
+// without --slot.
+func TestDefaultForSlot(t *testing.T) {
+	for slot, want := range map[string]string{"b": "airgap-wl-b", "": "airgap-wl"} {
+		g := Default()
+		g.ForSlot(slot)
+		var got []string
+		for _, c := range g.Spec.Checks {
+			if c.Resource != nil && c.Resource.Kind == "Cluster" {
+				got = append(got, c.Resource.Name)
+			}
+			if c.Workload != nil {
+				got = append(got, c.Workload.Cluster)
+			}
+		}
+		if len(got) != 2 || got[0] != want || got[1] != want {
+			t.Errorf("--slot %q: workload names %v, want %s twice", slot, got, want)
+		}
+	}
+}

@@ -1,16 +1,21 @@
 package slotcmd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
+	"golang.org/x/term"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -195,4 +200,66 @@ func (s *session) soaking() string {
 		return ""
 	}
 	return soaking
+}
+
+// losses lists what discarding a slot loses, records it (the manager
+// does), and lets it go only when nothing is listed, the operator says yes
+// on a terminal, or --yes was given.
+func losses(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	l, err := s.m.Losses(ctx, name)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if err := kcli.WriteJSON(s.streams.Out, l); err != nil {
+			return err
+		}
+	} else if !s.common.Quiet {
+		printLosses(s.streams.Out, l)
+	}
+	if l.Empty() {
+		return nil
+	}
+	if cmd.Bool("yes") {
+		fmt.Fprintf(s.streams.ErrOut, "discarding what slot %s holds (--yes)\n", name)
+		return nil
+	}
+	if !askable(s.streams) {
+		return kcli.Usage("slot %s holds what is listed above, which discarding it loses, and there is no terminal to ask: run again with --yes to discard it (the strategy scripts take --yes too)", name)
+	}
+	fmt.Fprintf(s.streams.ErrOut, "discard what slot %s holds, listed above? [y/N] ", name)
+	answer, _ := bufio.NewReader(s.streams.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
+		return nil
+	}
+	return errkind.New(errkind.Negative, "not confirmed: slot %s and what it holds are kept", name)
+}
+
+func printLosses(w io.Writer, l *slot.Losses) {
+	fmt.Fprintf(w, "discarding slot %s loses:\n", l.Slot)
+	for _, c := range l.Claims {
+		fmt.Fprintf(w, "  PersistentVolumeClaim %s/%s\t%s\n", c.Namespace, c.Name, c.Size)
+	}
+	for _, r := range l.Repositories {
+		fmt.Fprintf(w, "  registry repository %s\n", r)
+	}
+	if l.Empty() {
+		fmt.Fprintln(w, "  nothing listed")
+	}
+	if l.ClaimsUnknown != "" {
+		fmt.Fprintf(w, "  (PersistentVolumeClaims not listed: %s)\n", l.ClaimsUnknown)
+	}
+	if l.RegistryUnknown != "" {
+		fmt.Fprintf(w, "  (registry content not listed: %s)\n", l.RegistryUnknown)
+	}
+}
+
+// askable: a terminal to ask on and to read the answer from.
+func askable(st kcli.IOStreams) bool {
+	f, ok := st.In.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) && kcli.IsTerminal(st.ErrOut)
 }

@@ -1,0 +1,191 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+)
+
+// LossTimeout bounds each look at what a slot holds: a slot being
+// discarded may be broken, and the look is best effort.
+const LossTimeout = 5 * time.Second
+
+// Claim is one PersistentVolumeClaim and its size.
+type Claim struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Size      string `json:"size"`
+}
+
+// Losses is what discarding a slot loses: the PersistentVolumeClaims of
+// its cluster and the repositories and tags of its registry. What could
+// not be looked at is said, not counted.
+type Losses struct {
+	Slot         string   `json:"slot"`
+	Claims       []Claim  `json:"claims"`
+	Repositories []string `json:"repositories"`
+	// ClaimsUnknown and RegistryUnknown say why a list could not be read.
+	ClaimsUnknown   string `json:"claimsUnknown,omitempty"`
+	RegistryUnknown string `json:"registryUnknown,omitempty"`
+}
+
+// Empty: nothing known would be lost.
+func (l *Losses) Empty() bool { return len(l.Claims) == 0 && len(l.Repositories) == 0 }
+
+// Summary is the list in one line, as the journal records it.
+func (l *Losses) Summary() string {
+	var parts []string
+	for _, c := range l.Claims {
+		parts = append(parts, fmt.Sprintf("pvc %s/%s %s", c.Namespace, c.Name, c.Size))
+	}
+	for _, r := range l.Repositories {
+		parts = append(parts, "registry "+r)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "nothing")
+	}
+	s := strings.Join(parts, ", ")
+	if l.ClaimsUnknown != "" {
+		s += "; claims unknown: " + l.ClaimsUnknown
+	}
+	if l.RegistryUnknown != "" {
+		s += "; registry unknown: " + l.RegistryUnknown
+	}
+	return s
+}
+
+// Losses lists what discarding slotName loses, best effort, and records
+// the list in the journal's history.
+func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) {
+	l := &Losses{Slot: slotName, Claims: []Claim{}, Repositories: []string{}}
+	rec, err := Load(m.Dir, slotName)
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return l, nil // no slot: nothing to lose
+	case err != nil:
+		// Damage is for the command that discards the slot to report;
+		// here it only means the lists are unknown.
+		l.ClaimsUnknown, l.RegistryUnknown = err.Error(), err.Error()
+		return l, m.recordLosses(l)
+	}
+	if claims, err := m.claims(ctx, rec); err != nil {
+		l.ClaimsUnknown = err.Error()
+	} else {
+		l.Claims = claims
+	}
+	if rec.RegistryPort > 0 {
+		if repos, err := m.catalog(ctx, "http://127.0.0.1:"+strconv.Itoa(rec.RegistryPort)); err != nil {
+			l.RegistryUnknown = err.Error()
+		} else {
+			l.Repositories = repos
+		}
+	}
+	return l, m.recordLosses(l)
+}
+
+func (m *Manager) recordLosses(l *Losses) error {
+	if m.Journal == nil {
+		return nil
+	}
+	return m.Journal.Record(journal.Event{Type: "slot", Slot: l.Slot, Detail: "discards: " + l.Summary()})
+}
+
+func (m *Manager) claims(ctx context.Context, rec *Record) ([]Claim, error) {
+	if rec.Context == "" {
+		return nil, fmt.Errorf("slot %s has no kube context", rec.Name)
+	}
+	cfg, err := restConfig(rec.Kubeconfig, rec.Context)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = LossTimeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, LossTimeout)
+	defer cancel()
+	list, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing PersistentVolumeClaims in context %s: %w", rec.Context, err)
+	}
+	out := []Claim{}
+	for _, p := range list.Items {
+		out = append(out, Claim{Namespace: p.Namespace, Name: p.Name, Size: claimSize(&p)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out, nil
+}
+
+// claimSize is the bound capacity, else the request.
+func claimSize(p *corev1.PersistentVolumeClaim) string {
+	if q, ok := p.Status.Capacity[corev1.ResourceStorage]; ok {
+		return q.String()
+	}
+	if q, ok := p.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		return q.String()
+	}
+	return "unknown size"
+}
+
+// maxRepositories caps what is asked of a registry being discarded.
+const maxRepositories = 200
+
+// catalog lists the registry's repositories with their tags
+// (repo:tag1,tag2) through the distribution API.
+func (m *Manager) catalog(ctx context.Context, base string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, LossTimeout)
+	defer cancel()
+	var cat struct {
+		Repositories []string `json:"repositories"`
+	}
+	if err := getJSON(ctx, base+"/v2/_catalog?n="+strconv.Itoa(maxRepositories), &cat); err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, r := range cat.Repositories {
+		var tags struct {
+			Tags []string `json:"tags"`
+		}
+		entry := r
+		if err := getJSON(ctx, base+"/v2/"+(&url.URL{Path: r}).EscapedPath()+"/tags/list", &tags); err == nil && len(tags.Tags) > 0 {
+			sort.Strings(tags.Tags)
+			entry += ":" + strings.Join(tags.Tags, ",")
+		}
+		out = append(out, entry)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(v)
+}
