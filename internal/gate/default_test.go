@@ -66,8 +66,7 @@ func TestDefaultGateOnHealthySite(t *testing.T) {
 // without --slot.
 func TestDefaultForSlot(t *testing.T) {
 	for slot, want := range map[string]string{"b": "airgap-wl-b", "": "airgap-wl"} {
-		g := Default()
-		g.ForSlot(slot)
+		g := Default().ForSlot(slot)
 		var got []string
 		for _, c := range g.Spec.Checks {
 			if c.Resource != nil && c.Resource.Kind == "Cluster" {

@@ -24,6 +24,9 @@ type Options struct {
 	// stands for besides zarf's in-cluster registry: the registry of the
 	// slot under gate (127.0.0.1:PORT), when the gate runs with --slot.
 	SlotRegistries []string
+	// Slot is the slot under gate (--slot): SlotToken in names stands for
+	// it; without it "-@slot" is dropped.
+	Slot string
 }
 
 // Report is the outcome of a gate run.
@@ -97,6 +100,7 @@ func (e *evaluator) evalChecks(ctx context.Context, c *Cluster, checks []Check) 
 // poll interval as a fallback. An unreachable cluster is an
 // *UnreachableError; a failing gate is a report with Passed false.
 func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error) {
+	g = g.ForSlot(opts.Slot)
 	start := time.Now()
 	rep := &Report{APIVersion: APIVersion, Kind: "GateReport", Gate: g.Metadata.Name, Server: c.Host(), Started: start}
 	finish := func() (*Report, error) {

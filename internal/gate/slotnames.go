@@ -1,6 +1,9 @@
 package gate
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // SlotToken in an object's name, a workload check's cluster, secret or
 // load balancer stands for the slot under gate: blue/green's workload
@@ -11,9 +14,19 @@ import "strings"
 // same token is SlotRegistry.
 const SlotToken = "@slot"
 
-// ForSlot expands SlotToken in g's names for slot ("" without --slot).
-func (g *Gate) ForSlot(slot string) {
-	forSlot(g.Spec.Checks, slot)
+// ForSlot returns a copy of g with SlotToken in its names expanded for
+// slot ("" without --slot); g is not changed.
+func (g *Gate) ForSlot(slot string) *Gate {
+	var c Gate
+	b, err := json.Marshal(g)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		c = *g // not reached: a Gate is plain data
+	}
+	forSlot(c.Spec.Checks, slot)
+	return &c
 }
 
 func forSlot(checks []Check, slot string) {

@@ -154,7 +154,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	if showProgress {
 		opts.OnEvaluate = func(rs []gate.Result) { progressLine(streams.ErrOut, rs) }
 	}
-	g.ForSlot(slotName)
+	opts.Slot = slotName
 	rep, err := gate.Run(ctx, g, cluster, opts)
 	if showProgress {
 		fmt.Fprint(streams.ErrOut, "\r\033[K")
