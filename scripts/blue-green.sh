@@ -48,7 +48,7 @@ preflight() {
     kb "$JOURNAL" abort -q || true
     kb "$JOURNAL" end -q || { fail "closing the transaction"; finish 3 "the transaction could not be closed"; }
     echo "nothing was built; slot $(active_slot) untouched"
-    finish "$rc" "preflight refused: nothing was built and the previous deployment is in place"
+    finish "$rc" "preflight refused the package: nothing was built"
   fi
   rollback "preflight of candidate slot $1"
 }
