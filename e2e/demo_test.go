@@ -34,6 +34,9 @@ func TestDemoOnRealParts(t *testing.T) {
 	for _, want := range []string{
 		`(?m)^v1 in slot a$`,
 		`(?m)^✔ gate default: all 12 checks passed`,
+		`(?m)^✔ slot-variable +the package declares the Zarf variable SLOT \(slot b deploys it with SLOT=b\)$`,
+		`(?m)^✔ shared-names +0 name\(s\) on the shared Docker daemon or network, all different for slot b and slot a$`,
+		`(?m)^workload-cluster +Cluster default/airgap-wl-b +Pass`,
 		`(?m)^PASS: slot b passed its gate$`,
 		`(?m)^switched to slot b \(previous: a\)`,
 		`(?m)^v2 in slot b$`,

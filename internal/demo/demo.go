@@ -109,7 +109,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	r.say("simulated controllers: Flux, Cluster API, kubelet and Zarf statuses of a healthy site, in both slots")
 	for _, s := range []string{"a", "b"} {
-		if err := sitesim.Healthy(ctx, cfgs["site-"+s], cfgs["site-"+s+"-wl"], sitesim.Site{}); err != nil {
+		// S2: each slot's workload cluster is named after its slot, as the
+		// package names it (airgap-wl-###ZARF_VAR_SLOT###).
+		if err := sitesim.Healthy(ctx, cfgs["site-"+s], cfgs["site-"+s+"-wl"], sitesim.Site{WorkloadCluster: "airgap-wl-" + s}); err != nil {
 			return err
 		}
 	}
@@ -143,6 +145,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	bg := filepath.Join(o.Root, "scripts", "blue-green.sh")
+	r.say("is v2 fit for blue/green (S2)? every name it puts on the shared Docker daemon or network is derived from SLOT")
+	if err := r.sh(ctx, "kubectl-bundle-slot", "preflight", "b", "--package", v2, "--blue-green"); err != nil {
+		return err
+	}
 	r.say("the update: blue-green.sh apply v2 (slot b is built, deployed, gated, switched to; slot a is not touched)")
 	if err := r.sh(ctx, bg, "apply", v2, "--gate", gateFile, "--log", filepath.Join(o.Work, "blue-green.log")); err != nil {
 		return err
