@@ -34,6 +34,6 @@ kubectl-bundle-journal status -o json | grep -q '"open": *false' ||
 
 # recreate: tear slot b down and build it again with 1.0.0.
 t=$(now)
-"$root/scripts/recreate.sh" "$pkg1" --key "$key" --gate "$gate" --gate-timeout 5m
+"$root/scripts/recreate.sh" "$pkg1" --key "$key" --gate "$gate" --gate-timeout 5m --yes
 m "recreate.sh (b, 1.0.0)" "$t"
 expect_active b 1.0.0

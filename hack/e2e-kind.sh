@@ -321,7 +321,15 @@ kubectl-bundle-slot preflight b | tee "$work/preflight-b" | grep memory | sed 's
 with_outage apply-1 "blue-green apply (b)" "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
 expect_active b 2.0.0
 docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/two slots: /' | tee -a "$measure"
-with_outage revert "blue-green revert" "$root/scripts/blue-green.sh" revert
+# Discarding slot b loses what its registry holds: without a terminal,
+# revert refuses until --yes says so, and changes nothing.
+if "$root/scripts/blue-green.sh" revert >"$work/revert-no-yes" 2>&1; then
+  fail "revert discarded slot b without --yes: $(tail -3 "$work/revert-no-yes")"
+fi
+grep -q "registry repository ${KB_WORKLOAD_IMAGE%%:*}" "$work/revert-no-yes" ||
+  fail "revert's refusal does not list slot b's registry content: $(tail -5 "$work/revert-no-yes")"
+expect_active b 2.0.0
+with_outage revert "blue-green revert" "$root/scripts/blue-green.sh" revert --yes
 expect_active a 1.0.0
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-b-\|^kb-e2e-registry-b$'; then
   fail "slot b's containers are left after revert"
@@ -329,7 +337,7 @@ fi
 with_outage apply-2 "blue-green apply again (b)" "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
 expect_active b 2.0.0
 t=$(now)
-"$root/scripts/blue-green.sh" accept
+"$root/scripts/blue-green.sh" accept --yes
 m "blue-green accept" "$t"
 expect_active b 2.0.0
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-a-\|^kb-e2e-registry-a$'; then
