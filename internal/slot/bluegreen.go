@@ -22,6 +22,12 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 		rep.add("blue-green", false, "blue/green needs two slots, config.yaml's slots: lists %v", m.Config.Slots)
 		return
 	}
+	// The candidate is never the slot that serves (journal begin refuses
+	// it too): a check that passes here would be advice that fails there.
+	if active, err := ReadActive(m.Dir); err == nil && active == candidate {
+		rep.add("candidate", false, "slot %s is the active slot: blue/green builds the candidate next to it (kubectl bundle-slot preflight %s --blue-green --package ...)", candidate, other)
+		return
+	}
 	p, err := bluegreen.ReadFile(pkgPath)
 	if err != nil {
 		rep.add("blue-green", false, "%v", err)
