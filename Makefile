@@ -16,6 +16,10 @@ ZARF_STAMP   := $(TESTBIN)/.zarf-$(ZARF_VERSION)-$(shell cat hack/tools/go.mod h
 KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k8s.io/kubernetes") {print $$(i+1); exit}}' hack/tools/kube/go.mod)
 KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
+# Tool builds are cached outside the clone by pin (hack/tools/cached.sh): KEY = tool, version, tools module hash, Go version.
+GOVERSION := $(shell $(GO) env GOVERSION)
+modhash    = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
+CACHED     = hack/tools/cached.sh
 
 .PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
 
@@ -59,9 +63,9 @@ testbin: $(ZARF_STAMP) $(KUBE_STAMP)
 $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building zarf $(ZARF_VERSION) into $(TESTBIN) (cold: several minutes; cached after)"
-	cd hack/tools && CGO_ENABLED=0 $(GO) build -trimpath \
+	$(CACHED) zarf-$(ZARF_VERSION)-$(call modhash,hack/tools)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools && CGO_ENABLED=0 $(GO) build -trimpath \
 	  -ldflags "-s -w -X github.com/zarf-dev/zarf/src/config.CLIVersion=$(ZARF_VERSION)" \
-	  -o $(TESTBIN)/zarf github.com/zarf-dev/zarf
+	  -o "$$OUT/zarf" github.com/zarf-dev/zarf'
 	@test "$$($(TESTBIN)/zarf version)" = "$(ZARF_VERSION)" || { echo "built zarf does not report $(ZARF_VERSION)" >&2; exit 1; }
 	@rm -f $(TESTBIN)/.zarf-*
 	@touch $@
@@ -69,10 +73,10 @@ $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building kube-apiserver $(KUBE_VERSION) and etcd into $(TESTBIN) (cold: several minutes; cached after)"
-	cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath \
+	$(CACHED) kube-$(KUBE_VERSION)-$(call modhash,hack/tools/kube)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath \
 	  -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION)))" \
-	  -o $(TESTBIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(TESTBIN)/etcd go.etcd.io/etcd/server/v3
+	  -o "$$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o "$$OUT/etcd" go.etcd.io/etcd/server/v3'
 	@rm -f $(TESTBIN)/.kube-*
 	@touch $@
 
@@ -93,14 +97,14 @@ releasetools: $(GORELEASER) $(COSIGN) $(KREW)
 $(GORELEASER): hack/tools/release/go.mod hack/tools/release/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building goreleaser into $(TESTBIN) (cold: several minutes; cached after)"
-	cd hack/tools/release && CGO_ENABLED=0 $(GO) build -trimpath -o $(GORELEASER) github.com/goreleaser/goreleaser/v2
+	$(CACHED) goreleaser-$(call modhash,hack/tools/release)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/release && CGO_ENABLED=0 $(GO) build -trimpath -o "$$OUT/goreleaser" github.com/goreleaser/goreleaser/v2'
 $(COSIGN): hack/tools/cosign/go.mod hack/tools/cosign/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building cosign into $(TESTBIN) (cold: a few minutes; cached after)"
-	cd hack/tools/cosign && CGO_ENABLED=0 $(GO) build -trimpath -o $(COSIGN) github.com/sigstore/cosign/v3/cmd/cosign
+	$(CACHED) cosign-$(call modhash,hack/tools/cosign)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/cosign && CGO_ENABLED=0 $(GO) build -trimpath -o "$$OUT/cosign" github.com/sigstore/cosign/v3/cmd/cosign'
 $(KREW): hack/tools/krew/go.mod hack/tools/krew/go.sum
 	@mkdir -p $(TESTBIN)
-	cd hack/tools/krew && CGO_ENABLED=0 $(GO) build -trimpath -o $(KREW) sigs.k8s.io/krew/cmd/krew
+	$(CACHED) krew-$(call modhash,hack/tools/krew)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/krew && CGO_ENABLED=0 $(GO) build -trimpath -o "$$OUT/krew" sigs.k8s.io/krew/cmd/krew'
 
 ## release-snapshot: every archive (linux and darwin, amd64 and arm64), SBOM, signed checksums and krew manifest into dist/, then check them
 ## (signed with the test key unless COSIGN_KEY, COSIGN_PUB and COSIGN_PASSWORD name a real one; `make test` runs a two-platform snapshot)
