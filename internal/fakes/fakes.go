@@ -56,6 +56,7 @@ import (
 const (
 	EnvDir       = "FAKES"
 	EnvFail      = "FAKE_FAIL"
+	EnvHang      = "FAKE_HANG"
 	EnvDockerMem = "FAKE_DOCKER_MEM"
 )
 
@@ -107,6 +108,17 @@ func (e env) dir() string { return e(EnvDir) }
 
 func (e env) fails(step string) bool {
 	for _, s := range strings.Split(e(EnvFail), ",") {
+		if strings.TrimSpace(s) == step {
+			return true
+		}
+	}
+	return false
+}
+
+// hangs reports whether $FAKE_HANG names step: the fake then sleeps until
+// it is killed, as a hung tool does.
+func (e env) hangs(step string) bool {
+	for _, s := range strings.Split(e(EnvHang), ",") {
 		if strings.TrimSpace(s) == step {
 			return true
 		}

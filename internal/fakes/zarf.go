@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -14,7 +15,7 @@ import (
 // zarfCommands is everything the fake zarf imitates, with the flags each
 // takes (true: the flag takes a value); anything else is rejected.
 var zarfCommands = map[string]map[string]bool{
-	"init":           {"--registry-mode": true, "--registry-url": true, "--registry-push-username": true, "--registry-push-password": true, "--components": true, "--confirm": false, "--no-color": false},
+	"init":           {"--registry-mode": true, "--registry-url": true, "--registry-push-username": true, "--registry-push-password": true, "--components": true, "--confirm": false, "--timeout": true, "--no-color": false},
 	"package deploy": {"--confirm": false, "--key": true, "--timeout": true, "--set-variables": true, "--no-color": false},
 }
 
@@ -86,6 +87,10 @@ func zarf(e env, argv []string, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, format+"\n", a...)
 		return 1
+	}
+	if e.hangs(map[string]string{"init": "zarf-init", "package deploy": "zarf-deploy"}[name]) {
+		// FAKE_HANG: a zarf that never returns, until it is killed.
+		time.Sleep(time.Hour)
 	}
 	switch name {
 	case "init":

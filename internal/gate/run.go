@@ -3,6 +3,9 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
@@ -18,6 +21,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Runner runs docker for workload checks with useDockerPort.
 	Runner runner.Runner
+	// CheckTimeouts bounds top-level checks by name (Gate.CheckTimeouts):
+	// one still failing at its timeout fails the gate then.
+	CheckTimeouts map[string]time.Duration
 	// OnEvaluate, when set, is called after every evaluation (progress).
 	OnEvaluate func(results []Result)
 	// SlotRegistries are what an images check's SlotRegistry entry
@@ -43,6 +49,33 @@ type Report struct {
 	// Evaluations counts how many times the checks were evaluated.
 	Evaluations int      `json:"evaluations"`
 	Checks      []Result `json:"checks"`
+	// ChecksTimedOut names the checks that were still failing at their own
+	// timeout.
+	ChecksTimedOut []string `json:"checksTimedOut,omitempty"`
+}
+
+// expired returns the top-level checks still failing whose deadline is
+// past, and the earliest deadline still ahead of a failing check.
+func expired(results []Result, deadlines map[string]time.Time, now time.Time) ([]string, time.Time) {
+	var out []string
+	var next time.Time
+	seen := map[string]bool{}
+	for _, r := range results {
+		if r.Status == Pass {
+			continue
+		}
+		top, _, _ := strings.Cut(r.Name, "/")
+		dl, ok := deadlines[top]
+		switch {
+		case !ok || seen[top]:
+		case !now.Before(dl):
+			out = append(out, top)
+			seen[top] = true
+		case next.IsZero() || dl.Before(next):
+			next = dl
+		}
+	}
+	return out, next
 }
 
 // Failed returns the results that did not pass.
@@ -124,6 +157,12 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 	}
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
+	deadlines := map[string]time.Time{}
+	for name, d := range opts.CheckTimeouts {
+		if d < opts.Timeout {
+			deadlines[name] = start.Add(d)
+		}
+	}
 	for {
 		e.staleMappers = false
 		results := e.evalChecks(runCtx, c, g.Spec.Checks)
@@ -141,7 +180,25 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 		if rep.Passed || opts.Once || opts.Timeout <= 0 {
 			return finish()
 		}
+		late, next := expired(results, deadlines, time.Now())
+		if len(late) > 0 {
+			rep.TimedOut, rep.ChecksTimedOut = true, late
+			for i := range rep.Checks {
+				top, _, _ := strings.Cut(rep.Checks[i].Name, "/")
+				if slices.Contains(late, top) && rep.Checks[i].Status != Pass {
+					rep.Checks[i].Message += fmt.Sprintf(" (still failing at its timeout, %s)", opts.CheckTimeouts[top])
+				}
+			}
+			return finish()
+		}
+		var checkDeadline <-chan time.Time
+		var timer *time.Timer
+		if !next.IsZero() {
+			timer = time.NewTimer(time.Until(next))
+			checkDeadline = timer.C
+		}
 		select {
+		case <-checkDeadline:
 		case <-w.wake:
 		case <-ticker.C:
 			e.staleMappers = true
@@ -151,6 +208,9 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 				return nil, ctx.Err()
 			}
 			return finish()
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		if e.staleMappers {
 			c.mapper.Reset()

@@ -51,7 +51,11 @@ type Spec struct {
 
 // Check is one named check; exactly one of its type fields is set.
 type Check struct {
-	Name     string         `yaml:"name" json:"name"`
+	Name string `yaml:"name" json:"name"`
+	// Timeout is how long this check may take to pass, from the start of
+	// the gate (default the gate's own timeout); a check still failing at
+	// its timeout fails the gate then. Top-level checks only.
+	Timeout  string         `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	Resource *ResourceCheck `yaml:"resource,omitempty" json:"resource,omitempty"`
 	Field    *FieldCheck    `yaml:"field,omitempty" json:"field,omitempty"`
 	Images   *ImagesCheck   `yaml:"images,omitempty" json:"images,omitempty"`
@@ -261,6 +265,14 @@ func validateCheck(p string, c *Check, nested bool, warnings *[]string) error {
 	if !nameRE.MatchString(c.Name) {
 		return bad(".name", "%q: use lower-case letters, digits, '-' and '.'", c.Name)
 	}
+	if c.Timeout != "" {
+		if nested {
+			return bad(".timeout", "a nested check shares the timeout of its workload check: set it there")
+		}
+		if d, err := time.ParseDuration(c.Timeout); err != nil || d <= 0 {
+			return bad(".timeout", "%q is not a positive duration (e.g. 10m)", c.Timeout)
+		}
+	}
 	var set []string
 	for name, ok := range map[string]bool{"resource": c.Resource != nil, "field": c.Field != nil, "images": c.Images != nil,
 		"pods": c.Pods != nil, "nodes": c.Nodes != nil, "workload": c.Workload != nil, "zarf": c.Zarf != nil} {
@@ -355,4 +367,35 @@ func validateSelector(p, s string) error {
 		return &SpecError{Field: p, Err: err}
 	}
 	return nil
+}
+
+// CheckTimeouts returns the timeout of each top-level check that has one:
+// its own, or the one overrides gives its name. An override naming no
+// check is an error.
+func (g *Gate) CheckTimeouts(overrides map[string]time.Duration) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	names := map[string]bool{}
+	for _, c := range g.Spec.Checks {
+		names[c.Name] = true
+		if d, err := time.ParseDuration(c.Timeout); err == nil && d > 0 {
+			out[c.Name] = d
+		}
+	}
+	for name, d := range overrides {
+		if !names[name] {
+			return nil, &SpecError{Field: "check timeout " + name, Err: fmt.Errorf("gate %s has no check %q", g.Metadata.Name, name)}
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
+// LongestTimeout returns the largest of timeouts (0 when there is none):
+// the gate's default timeout, so that every check gets its own.
+func LongestTimeout(timeouts map[string]time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range timeouts {
+		m = max(m, d)
+	}
+	return m
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -60,8 +61,9 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE")},
 		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
 		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
-		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait for every check to pass",
+		&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for every check to pass (default gateTimeout in the state dir's config.yaml, else the largest check timeout: 20m for the built-in gate, else 10m)",
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE_TIMEOUT")},
+		&cli.StringSliceFlag{Name: "check-timeout", Usage: "NAME=DURATION: how long check NAME may take to pass, from the gate's start (repeatable; overrides the check's timeout: and gateCheckTimeouts in config.yaml; built-in gate: flux-kustomization 10m, workload-cluster 20m)"},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
 		&cli.BoolFlag{Name: "once", Usage: "evaluate every check once and exit, without waiting"},
 		&cli.BoolFlag{Name: "record", Usage: "store the result in the slot's record (needs --slot; the switch requires a recent pass)"},
@@ -141,11 +143,16 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	cluster.DefaultNamespace = target.Namespace
 
+	timeout, checkTimeouts, err := timeouts(common.StateDir, g, cmd)
+	if err != nil {
+		return err
+	}
 	opts := gate.Options{
-		Timeout:      cmd.Duration("timeout"),
-		Once:         cmd.Bool("once"),
-		PollInterval: cmd.Duration("poll-interval"),
-		Runner:       runner.Exec{},
+		Timeout:       timeout,
+		CheckTimeouts: checkTimeouts,
+		Once:          cmd.Bool("once"),
+		PollInterval:  cmd.Duration("poll-interval"),
+		Runner:        runner.Exec{},
 	}
 	if rec != nil && rec.RegistryPort > 0 {
 		opts.SlotRegistries = []string{"127.0.0.1:" + strconv.Itoa(rec.RegistryPort)}
@@ -178,7 +185,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 	case !common.Quiet:
 		printTable(streams.Out, rep, kcli.UseColor(streams.Out))
-		printSummary(streams.ErrOut, rep, cmd.Duration("timeout"), kcli.UseColor(streams.ErrOut))
+		printSummary(streams.ErrOut, rep, timeout, kcli.UseColor(streams.ErrOut))
 		if cmd.Bool("record") {
 			fmt.Fprintf(streams.ErrOut, "recorded in slot %s\n", slotName)
 		}
@@ -187,6 +194,59 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		return kcli.Reported(errkind.Negative)
 	}
 	return nil
+}
+
+// DefaultTimeout is the gate's timeout when neither a flag, the config nor
+// a check names one.
+const DefaultTimeout = 10 * time.Minute
+
+// timeouts resolves the gate's timeout and its checks' own: --timeout,
+// else gateTimeout in the state dir's config, else the largest check
+// timeout, else DefaultTimeout; a check's is --check-timeout, else
+// gateCheckTimeouts in the config, else its timeout: in the gate.
+func timeouts(stateDir string, g *gate.Gate, cmd *cli.Command) (time.Duration, map[string]time.Duration, error) {
+	cfg, err := siteConfig(stateDir)
+	if err != nil {
+		return 0, nil, err
+	}
+	overrides := map[string]time.Duration{}
+	for name, v := range cfg.GateCheckTimeouts {
+		d, _ := time.ParseDuration(v) // validated by LoadConfig
+		overrides[name] = d
+	}
+	for _, kv := range cmd.StringSlice("check-timeout") {
+		name, v, ok := strings.Cut(kv, "=")
+		d, err := time.ParseDuration(v)
+		if !ok || name == "" || err != nil || d <= 0 {
+			return 0, nil, kcli.Usage("--check-timeout %q: want NAME=DURATION (e.g. flux-kustomization=10m)", kv)
+		}
+		overrides[name] = d
+	}
+	checks, err := g.CheckTimeouts(overrides)
+	if err != nil {
+		return 0, nil, kcli.Usage("%v", err)
+	}
+	timeout := cmd.Duration("timeout")
+	if !cmd.IsSet("timeout") {
+		timeout = cfg.Duration("gateTimeout")
+	}
+	if timeout <= 0 {
+		timeout = gate.LongestTimeout(checks)
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return timeout, checks, nil
+}
+
+// siteConfig reads the state dir's config.yaml (the defaults when there is
+// none) without creating the state dir.
+func siteConfig(flag string) (*slot.Config, error) {
+	dir, err := state.Resolve(flag)
+	if err != nil {
+		return nil, err
+	}
+	return slot.LoadConfig(filepath.Join(dir, "config.yaml"), os.Getenv, nil)
 }
 
 func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {

@@ -74,6 +74,18 @@ type Config struct {
 	// to deploy while a public registry answers (kubectl bundle-journal
 	// offline-check).
 	Offline OfflinePolicy `yaml:"offline,omitempty" json:"offline,omitempty"`
+	// ZarfInitTimeout bounds zarf init (the site's 1m); ZarfDeployTimeout
+	// bounds zarf package deploy (the site's 5m). zarf gets it as --timeout
+	// and is stopped when it overruns it.
+	ZarfInitTimeout   string `yaml:"zarfInitTimeout,omitempty" json:"zarfInitTimeout"`
+	ZarfDeployTimeout string `yaml:"zarfDeployTimeout,omitempty" json:"zarfDeployTimeout"`
+	// GateTimeout bounds a gate run (default: the largest check timeout).
+	GateTimeout string `yaml:"gateTimeout,omitempty" json:"gateTimeout,omitempty"`
+	// GateCheckTimeouts overrides the timeout of gate checks by name.
+	GateCheckTimeouts map[string]string `yaml:"gateCheckTimeouts,omitempty" json:"gateCheckTimeouts,omitempty"`
+	// EvidenceKeep is how many transactions' evidence journal end keeps
+	// (0: all); the evidence of what serves is never removed.
+	EvidenceKeep int `yaml:"evidenceKeep,omitempty" json:"evidenceKeep"`
 
 	// provider is the registered provider Provider names, resolved once by
 	// validate.
@@ -166,26 +178,41 @@ func Defaults() Config {
 		RegistryAlias:    "krops-registry",
 		Network:          "kind",
 		SoakWindow:       "24h",
+		ZarfInitTimeout:  DefaultZarfInitTimeout.String(),
+		// (time.Duration's String spells 5m as 5m0s.)
+		ZarfDeployTimeout: DefaultZarfDeployTimeout.String(),
+		EvidenceKeep:      DefaultEvidenceKeep,
 	}
 }
 
+// The site's timeouts for zarf, and the default evidence retention.
+const (
+	DefaultZarfInitTimeout   = time.Minute
+	DefaultZarfDeployTimeout = 5 * time.Minute
+	DefaultEvidenceKeep      = 20
+)
+
 // EnvVars maps each setting to its environment variable.
 var EnvVars = map[string]string{
-	"provider":         "KUBECTL_BUNDLE_PROVIDER",
-	"clusterPrefix":    "KUBECTL_BUNDLE_CLUSTER_PREFIX",
-	"registryName":     "KUBECTL_BUNDLE_REGISTRY_NAME",
-	"registryPortBase": "KUBECTL_BUNDLE_REGISTRY_PORT_BASE",
-	"registryImage":    "KUBECTL_BUNDLE_REGISTRY_IMAGE",
-	"nodeImage":        "KUBECTL_BUNDLE_NODE_IMAGE",
-	"zarfRegistry":     "KUBECTL_BUNDLE_ZARF_REGISTRY",
-	"dockerSocket":     "KUBECTL_BUNDLE_DOCKER_SOCKET",
-	"archives":         "KUBECTL_BUNDLE_ARCHIVES",
-	"initPackageGlob":  "KUBECTL_BUNDLE_INIT_PACKAGE_GLOB",
-	"aliasContext":     "KUBECTL_BUNDLE_ALIAS_CONTEXT",
-	"registryAlias":    "KUBECTL_BUNDLE_REGISTRY_ALIAS",
-	"network":          "KUBECTL_BUNDLE_NETWORK",
-	"soakWindow":       "KUBECTL_BUNDLE_SOAK_WINDOW",
-	"slotVariable":     "KUBECTL_BUNDLE_SLOT_VARIABLE",
+	"provider":          "KUBECTL_BUNDLE_PROVIDER",
+	"clusterPrefix":     "KUBECTL_BUNDLE_CLUSTER_PREFIX",
+	"registryName":      "KUBECTL_BUNDLE_REGISTRY_NAME",
+	"registryPortBase":  "KUBECTL_BUNDLE_REGISTRY_PORT_BASE",
+	"registryImage":     "KUBECTL_BUNDLE_REGISTRY_IMAGE",
+	"nodeImage":         "KUBECTL_BUNDLE_NODE_IMAGE",
+	"zarfRegistry":      "KUBECTL_BUNDLE_ZARF_REGISTRY",
+	"dockerSocket":      "KUBECTL_BUNDLE_DOCKER_SOCKET",
+	"archives":          "KUBECTL_BUNDLE_ARCHIVES",
+	"initPackageGlob":   "KUBECTL_BUNDLE_INIT_PACKAGE_GLOB",
+	"aliasContext":      "KUBECTL_BUNDLE_ALIAS_CONTEXT",
+	"registryAlias":     "KUBECTL_BUNDLE_REGISTRY_ALIAS",
+	"network":           "KUBECTL_BUNDLE_NETWORK",
+	"soakWindow":        "KUBECTL_BUNDLE_SOAK_WINDOW",
+	"zarfInitTimeout":   "KUBECTL_BUNDLE_ZARF_INIT_TIMEOUT",
+	"zarfDeployTimeout": "KUBECTL_BUNDLE_ZARF_DEPLOY_TIMEOUT",
+	"gateTimeout":       "KUBECTL_BUNDLE_GATE_TIMEOUT",
+	"evidenceKeep":      "KUBECTL_BUNDLE_EVIDENCE_KEEP",
+	"slotVariable":      "KUBECTL_BUNDLE_SLOT_VARIABLE",
 }
 
 // ConfigError is a bad config file, variable or flag.
@@ -264,7 +291,8 @@ func (c *Config) strings() map[string]*string {
 		"zarfRegistry": &c.ZarfRegistry,
 		"archives":     &c.Archives, "initPackageGlob": &c.InitPackageGlob, "aliasContext": &c.AliasContext,
 		"registryAlias": &c.RegistryAlias, "network": &c.Network, "soakWindow": &c.SoakWindow,
-		"slotVariable": &c.SlotVariable,
+		"slotVariable":    &c.SlotVariable,
+		"zarfInitTimeout": &c.ZarfInitTimeout, "zarfDeployTimeout": &c.ZarfDeployTimeout, "gateTimeout": &c.GateTimeout,
 	}
 }
 
@@ -292,11 +320,25 @@ func merge(c, f *Config) {
 	}
 	c.Verify = f.Verify
 	c.Offline = f.Offline
+	if f.GateCheckTimeouts != nil {
+		c.GateCheckTimeouts = f.GateCheckTimeouts
+	}
+	if f.EvidenceKeep != 0 {
+		c.EvidenceKeep = f.EvidenceKeep
+	}
 }
 
 func set(c *Config, key, v string) error {
 	if dst, ok := c.strings()[key]; ok {
 		*dst = v
+		return nil
+	}
+	if key == "evidenceKeep" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a count of transactions (0 keeps all)", v)
+		}
+		c.EvidenceKeep = n
 		return nil
 	}
 	if key != "registryPortBase" {
@@ -322,6 +364,19 @@ func (c *Config) validate() error {
 	}
 	if d, err := time.ParseDuration(c.SoakWindow); err != nil || d < 0 {
 		return bad("soakWindow %q is not a duration (e.g. 24h)", c.SoakWindow)
+	}
+	for key, v := range map[string]string{"zarfInitTimeout": c.ZarfInitTimeout, "zarfDeployTimeout": c.ZarfDeployTimeout, "gateTimeout": c.GateTimeout} {
+		if d, err := time.ParseDuration(v); v != "" && (err != nil || d <= 0) {
+			return bad("%s %q is not a positive duration (e.g. 5m)", key, v)
+		}
+	}
+	for name, v := range c.GateCheckTimeouts {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			return bad("gateCheckTimeouts: %s: %q is not a positive duration (e.g. 10m)", name, v)
+		}
+	}
+	if c.EvidenceKeep < 0 {
+		return bad("evidenceKeep %d: a count of transactions (0 keeps all)", c.EvidenceKeep)
 	}
 	for _, s := range c.Slots {
 		if err := ValidName(s); err != nil {
@@ -400,4 +455,14 @@ func (o *OfflinePolicy) validate() error {
 		}
 	}
 	return nil
+}
+
+// Duration returns a duration setting (the validated config's), 0 when unset.
+func (c *Config) Duration(key string) time.Duration {
+	v, ok := c.strings()[key]
+	if !ok || *v == "" {
+		return 0
+	}
+	d, _ := time.ParseDuration(*v)
+	return d
 }

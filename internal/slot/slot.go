@@ -211,18 +211,54 @@ func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) err
 // slot's registry, which does not check them.
 const slotRegistryUser = "kubectl-bundle"
 
+// zarfWithin runs zarf with --timeout d (zarf's own wait for health checks
+// and Helm) and stops it when it overruns d by a tenth (at most 30s more),
+// so that a hung zarf cannot hold a strategy forever. setting names the
+// configuration key that chose d.
+func (m *Manager) zarfWithin(ctx context.Context, slotName string, d time.Duration, setting string, args ...string) error {
+	if d <= 0 {
+		return m.zarf(ctx, slotName, args...)
+	}
+	args = append(args, "--timeout", d.String())
+	ctx, cancel := context.WithTimeout(ctx, d+min(d/10, 30*time.Second))
+	defer cancel()
+	err := m.zarf(ctx, slotName, args...)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &TimeoutError{What: "zarf " + args[0], Timeout: d, Setting: setting, Err: err}
+	}
+	return err
+}
+
+// TimeoutError is zarf stopped for overrunning its timeout.
+type TimeoutError struct {
+	What    string
+	Timeout time.Duration
+	Setting string
+	Err     error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s did not finish within %s and was stopped (%s in the state dir's config.yaml, or --%s): %v", e.What, e.Timeout, e.Setting, flagName(e.Setting), e.Err)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// ErrorKind: a tool that hangs is the environment's failure.
+func (e *TimeoutError) ErrorKind() errkind.Kind { return errkind.Environment }
+
 func (m *Manager) zarfInit(ctx context.Context, slotName, initPkg string, registryPort int) error {
+	d := m.Config.Duration("zarfInitTimeout")
 	if m.Config.ZarfRegistry == ZarfRegistrySlot && registryPort > 0 {
 		// The slot's registry has no authentication (it listens on the
 		// host's loopback and the kind network only); zarf insists on
 		// push credentials for an external registry, and the registry
 		// ignores them.
-		return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=external",
+		return m.zarfWithin(ctx, slotName, d, "zarfInitTimeout", "init", initPkg, "--registry-mode=external",
 			"--registry-url=127.0.0.1:"+strconv.Itoa(registryPort),
 			"--registry-push-username="+slotRegistryUser, "--registry-push-password="+slotRegistryUser,
 			"--components=", "--confirm")
 	}
-	return m.zarf(ctx, slotName, "init", initPkg, "--registry-mode=nodeport", "--components=", "--confirm")
+	return m.zarfWithin(ctx, slotName, d, "zarfInitTimeout", "init", initPkg, "--registry-mode=nodeport", "--components=", "--confirm")
 }
 
 // DeployOptions tune deploy.
@@ -231,7 +267,7 @@ type DeployOptions struct {
 	Insecure bool
 	// Key is passed to zarf so that it checks the signature too.
 	Key string
-	// Timeout bounds zarf's wait for the package's resources (0: zarf's default).
+	// Timeout bounds zarf package deploy (0: the config's zarfDeployTimeout).
 	Timeout time.Duration
 }
 
@@ -320,8 +356,8 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	if o.Key != "" {
 		args = append(args, "--key", o.Key)
 	}
-	if o.Timeout > 0 {
-		args = append(args, "--timeout", o.Timeout.String())
+	if o.Timeout <= 0 {
+		o.Timeout = m.Config.Duration("zarfDeployTimeout")
 	}
 	keys := make([]string, 0, len(n.Variables))
 	for k := range n.Variables {
@@ -331,7 +367,9 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	for _, k := range keys {
 		args = append(args, "--set-variables", k+"="+n.Variables[k])
 	}
-	if err := m.step(rec, "deploy", st.Digest[:12], func() error { return m.zarf(ctx, slotName, args...) }); err != nil {
+	if err := m.step(rec, "deploy", st.Digest[:12], func() error {
+		return m.zarfWithin(ctx, slotName, o.Timeout, "zarfDeployTimeout", args...)
+	}); err != nil {
 		prev := "none"
 		if rec.Package != nil {
 			prev = rec.Package.Digest

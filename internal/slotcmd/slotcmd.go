@@ -82,7 +82,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
 					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged, or staged with --insecure-skip-signature (not recommended)"},
-					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf waits for the package's resources (default zarf's)"},
+					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf package deploy may take (default --zarf-deploy-timeout, 5m)"},
 					forceFlag("deploy into"),
 				}, Action: slotArg(deploy, true)},
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
@@ -128,6 +128,8 @@ var settings = []struct{ key, usage string }{
 	{"zarfRegistry", "registry zarf init sets up: nodeport (zarf's own, from the init package; default) or slot (the slot's registry, as zarf's external registry)"},
 	{"archives", "directory with the zarf init package and docker-save image archives (default ./archives)"},
 	{"initPackageGlob", "init package file name pattern in --archives (default zarf-init-*-v*.tar.zst)"},
+	{"zarfInitTimeout", "how long zarf init may take: zarf gets it as --timeout and is stopped when it overruns it (default 1m, the site's)"},
+	{"zarfDeployTimeout", "how long zarf package deploy may take, as for init (default 5m, the site's; deploy --timeout overrides it)"},
 }
 
 func configFlags() []cli.Flag {
