@@ -31,6 +31,8 @@ func TestLayering(t *testing.T) {
 		"internal/errkind":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/offline":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/runner":     {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli"},
+		"internal/evidence":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/capture":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 	}
 	// Test-support packages: production code never imports them (they
 	// imitate tools, start servers, or write what controllers would).

@@ -52,6 +52,9 @@ PACKAGE=""
 LOG=""
 # OFFLINE_WAIT is --offline-wait SECONDS ("" when not given).
 OFFLINE_WAIT=""
+# EVIDENCE is the open transaction's evidence directory, once this run
+# tees its output there (evidence_start).
+EVIDENCE=""
 
 # abs PATH: PATH made absolute, so a printed command runs from anywhere
 # ("-" and absolute paths stay as they are).
@@ -206,7 +209,21 @@ kb() {
 step() {
   local phase=$1
   shift
+  evidence_start
   kb "$JOURNAL" run "$phase" -- "$@"
+}
+
+# evidence_start: once a transaction is open, the rest of this run's output
+# also goes to its evidence (output.log; each stream still to its own
+# place). Best effort: evidence that cannot be written never stops a run.
+evidence_start() {
+  [ -z "$EVIDENCE" ] || return 0
+  local dir
+  dir=$("$JOURNAL" evidence --path 2>/dev/null) || return 0
+  [ -d "$dir" ] || return 0
+  EVIDENCE=$dir
+  echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) =====" 2>/dev/null >>"$EVIDENCE/output.log" || true
+  exec > >(tee -a "$EVIDENCE/output.log") 2> >(tee -a "$EVIDENCE/output.log" >&2)
 }
 
 # txn FIELD: a field of the open transaction ("" when none is open).
@@ -234,15 +251,22 @@ fail() {
 # its gate passed, 3 a rollback step failed or the restored slot fails its
 # gate (WHY says which; kubectl bundle-journal status names the next command).
 finish() {
-  local code=$1 why=${2:-}
+  local code=$1 why=${2:-} result
+  case "$code" in
+    0) result="RESULT: PASS" ;;
+    1) result="RESULT: FAIL (the previous deployment is in place)" ;;
+    *) result="RESULT: FAIL (${why:-rollback incomplete}: kubectl bundle-journal status says what to run next)" ;;
+  esac
+  evidence_start
+  if [ -n "$EVIDENCE" ]; then
+    # The summary of the transaction's last run, kept with its evidence.
+    { printf '%s\n' "${SUMMARY[@]}" "$result" >"$EVIDENCE/summary.txt.tmp" &&
+      mv -f "$EVIDENCE/summary.txt.tmp" "$EVIDENCE/summary.txt"; } 2>/dev/null || true
+  fi
   echo ""
   echo "===== summary ====="
   printf '%s\n' "${SUMMARY[@]}"
-  case "$code" in
-    0) echo "RESULT: PASS" ;;
-    1) echo "RESULT: FAIL (the previous deployment is in place)" ;;
-    *) echo "RESULT: FAIL (${why:-rollback incomplete}: kubectl bundle-journal status says what to run next)" ;;
-  esac
+  echo "$result"
   exit "$code"
 }
 

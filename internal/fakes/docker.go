@@ -58,6 +58,7 @@ var dockerCommands = map[string]dockerCmd{
 	"rm":                 {flags: map[string]bool{"-f": false}, formats: []string{""}, interspersed: true, run: dockerRm},
 	"load":               {flags: map[string]bool{"-i": true}, formats: []string{""}, interspersed: true, run: dockerLoad},
 	"port":               {formats: []string{""}, interspersed: true, run: dockerPort},
+	"logs":               {flags: map[string]bool{"--tail": true}, formats: []string{""}, interspersed: true, run: dockerLogs},
 	"network connect":    {flags: map[string]bool{"--alias": true}, formats: []string{""}, interspersed: true, run: dockerConnect},
 	"network disconnect": {formats: []string{""}, interspersed: true, run: dockerDisconnect},
 }
@@ -198,6 +199,29 @@ func dockerPS(_ env, s *State, c *dockerCall, out io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(out, "%s\t%s\n", n, strings.Join(s.Containers[n].Ports, ", "))
+	}
+	return nil
+}
+
+// dockerLogs prints a line per container start: what the fake knows of a
+// container's life ($FAKE_LOG_<name> adds a line, for tests that look for
+// a container's own words in a capture).
+func dockerLogs(e env, s *State, c *dockerCall, out io.Writer) error {
+	if len(c.args) != 1 {
+		return fmt.Errorf("fake docker logs: want one container, got %q", c.args)
+	}
+	name := c.args[0]
+	ct, ok := s.Containers[name]
+	if !ok {
+		return fmt.Errorf("Error response from daemon: No such container: %s", name)
+	}
+	st := ct.Status
+	if st == "" {
+		st = "running"
+	}
+	fmt.Fprintf(out, "fake container %s (%s): %s\n", name, ct.Image, st)
+	if line := e("FAKE_LOG_" + strings.NewReplacer("-", "_", ".", "_").Replace(name)); line != "" {
+		fmt.Fprintln(out, line)
 	}
 	return nil
 }

@@ -102,6 +102,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
 			},
 			offlineCommand(streams),
+			evidenceCommand(streams),
 			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",
@@ -189,6 +190,7 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	keepEvidence(streams.ErrOut, s.dir, t)
 	return writeTxn(streams, s.common, s.dir, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
 }
 
@@ -449,6 +451,7 @@ func end(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	closeEvidence(streams.ErrOut, s.Session, t)
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(streams.Out, map[string]any{"ended": t.ID, "phase": t.Phase})
 	}

@@ -89,6 +89,12 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		}
 		return nil
 	})
+	if ran {
+		// What the step changed, kept for the audit (best effort).
+		if t, lerr := journal.New(s.dir).Load(); lerr == nil {
+			keepEvidence(streams.ErrOut, s.dir, t)
+		}
+	}
 	if err == nil || !ran {
 		// Not started (a conflict, the lock): that error is the answer.
 		return err
