@@ -97,7 +97,7 @@ func tool(t *testing.T, name, env string) string {
 			return p
 		}
 	}
-	candidates := map[string]string{"zarf": repo("bin", "testbin", "zarf"), "kubectl": "/usr/bin/kubectl"}
+	candidates := map[string]string{"zarf": repo("bin", "testbin", "zarf"), "kubectl": "/usr/bin/kubectl", "cosign": repo("bin", "testbin", "cosign")}
 	if p := candidates[name]; p != "" {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -120,6 +120,7 @@ const slotVariableEnv = "KUBECTL_BUNDLE_SLOT_VARIABLE"
 func TestScripts(t *testing.T) {
 	zarf := tool(t, "zarf", "ZARF")
 	kubectl := tool(t, "kubectl", "KUBECTL")
+	cosign := tool(t, "cosign", "COSIGN")
 	apiserver := testenv.Missing() == nil
 	if !apiserver {
 		if os.Getenv("CI") == "true" {
@@ -166,6 +167,9 @@ func TestScripts(t *testing.T) {
 			if kubectl != "" {
 				env.Setenv("KUBECTL", kubectl)
 			}
+			if cosign != "" {
+				env.Setenv("COSIGN", cosign)
+			}
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
@@ -174,6 +178,8 @@ func TestScripts(t *testing.T) {
 				return zarf != "", nil
 			case "kubectl":
 				return kubectl != "", nil
+			case "cosign":
+				return cosign != "", nil
 			case "apiserver":
 				return apiserver, nil
 			}

@@ -29,9 +29,9 @@ func crdDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crds")
 }
 
-// slotContainers starts the fake docker's containers: two of slot b, one
+// fakeContainers starts the fake docker's containers: two of slot b, one
 // of another slot.
-func slotContainers(t *testing.T) fakes.Runner {
+func fakeContainers(t *testing.T) fakes.Runner {
 	t.Helper()
 	fakes.Setup(t)
 	r := fakes.Runner{}
@@ -87,7 +87,7 @@ func TestCapture(t *testing.T) {
 		"spec": map[string]any{"controlPlaneEndpoint": map[string]any{"host": "10.0.0.1", "port": int64(6443)}}}}, metav1.CreateOptions{}))
 
 	dir := filepath.Join(t.TempDir(), "debug")
-	idx, err := Run(ctx, dir, Options{Config: cfg, Run: slotContainers(t), Containers: ofSlotB, Timeout: 10 * time.Second})
+	idx, err := Run(ctx, dir, Options{Config: cfg, Run: fakeContainers(t), Containers: ofSlotB, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestCapture(t *testing.T) {
 func TestCaptureAPIServerDown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "debug")
 	start := time.Now()
-	idx, err := Run(context.Background(), dir, Options{Config: &rest.Config{Host: "https://127.0.0.1:1"}, Run: slotContainers(t), Containers: ofSlotB, Timeout: 5 * time.Second})
+	idx, err := Run(context.Background(), dir, Options{Config: &rest.Config{Host: "https://127.0.0.1:1"}, Run: fakeContainers(t), Containers: ofSlotB, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestCaptureAPIServerDown(t *testing.T) {
 // Each item is capped: what is over MaxBytes is cut and said so.
 func TestCaptureCap(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "debug")
-	idx, err := Run(context.Background(), dir, Options{ConfigErr: os.ErrNotExist, Run: slotContainers(t), Containers: ofSlotB, MaxBytes: 20})
+	idx, err := Run(context.Background(), dir, Options{ConfigErr: os.ErrNotExist, Run: fakeContainers(t), Containers: ofSlotB, MaxBytes: 20})
 	if err != nil {
 		t.Fatal(err)
 	}

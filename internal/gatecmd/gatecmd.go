@@ -3,6 +3,7 @@
 package gatecmd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,12 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/capture"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
@@ -61,7 +65,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE")},
 		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
 		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "how long to wait for every check to pass (default gateTimeout in the state dir's config.yaml, else the largest check timeout: 20m for the built-in gate, else 10m)",
+		&cli.DurationFlag{Name: "timeout", HideDefault: true, Usage: "how long to wait for every check to pass (default gateTimeout in the state dir's config.yaml, else the largest check timeout: 20m for the built-in gate, else 10m)",
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE_TIMEOUT")},
 		&cli.StringSliceFlag{Name: "check-timeout", Usage: "NAME=DURATION: how long check NAME may take to pass, from the gate's start (repeatable; overrides the check's timeout: and gateCheckTimeouts in config.yaml; built-in gate: flux-kustomization 10m, workload-cluster 20m)"},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
@@ -166,12 +170,27 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	if showProgress {
 		fmt.Fprint(streams.ErrOut, "\r\033[K")
 	}
+	var txn string
+	if dir != nil {
+		txn = evidence.Current(dir)
+	}
+	// A failure of a gate that decides a step (--record, or inside a
+	// transaction) is captured for the operator.
+	captures := slotName != "" && (cmd.Bool("record") || txn != "")
 	if err != nil {
 		var ue *gate.UnreachableError
 		if errors.As(err, &ue) && target.Context != "" {
-			return fmt.Errorf("context %s: %w", target.Context, err)
+			err = fmt.Errorf("context %s: %w", target.Context, err)
+		}
+		if captures {
+			if path := captureFailure(ctx, streams, dir, common.StateDir, slotName, rec, target.Config); path != "" {
+				err = fmt.Errorf("%w\ndebug capture: %s", err, path)
+			}
 		}
 		return err
+	}
+	if txn != "" {
+		evidence.Warn(streams.ErrOut, "keeping the gate result", keepResult(dir, txn, slotName, rep, timeout))
 	}
 	if cmd.Bool("record") {
 		if err := record(dir, slotName, rec.Package, rep); err != nil {
@@ -191,9 +210,37 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 	}
 	if !rep.Passed {
+		if captures {
+			if path := captureFailure(ctx, streams, dir, common.StateDir, slotName, rec, target.Config); path != "" {
+				fmt.Fprintf(streams.ErrOut, "the gate of slot %s failed; debug capture: %s\n", slotName, path)
+			}
+		}
 		return kcli.Reported(errkind.Negative)
 	}
 	return nil
+}
+
+// keepResult writes the gate's report into the transaction's evidence, as
+// JSON and as the table.
+func keepResult(dir *state.Dir, txn, slotName string, rep *gate.Report, timeout time.Duration) error {
+	name := filepath.Join(evidence.GateDir, evidence.Stamp(rep.Finished)+"-"+slotName)
+	if err := evidence.WriteJSON(dir, txn, name+".json", rep); err != nil {
+		return err
+	}
+	var table bytes.Buffer
+	printTable(&table, rep, false)
+	printSummary(&table, rep, timeout, false)
+	return evidence.WriteFile(dir, txn, name+".txt", table.Bytes())
+}
+
+// captureFailure captures what the failing slot shows, and returns the
+// capture's path ("" when it could not be made: said as a warning).
+func captureFailure(ctx context.Context, streams kcli.IOStreams, dir *state.Dir, stateDir, slotName string, rec *slot.Record, restCfg *rest.Config) string {
+	fmt.Fprintf(streams.ErrOut, "capturing what slot %s shows (each item at most %s and %d bytes)\n", slotName, capture.DefaultTimeout, capture.DefaultMaxBytes)
+	cfg, _ := siteConfig(stateDir)
+	path, err := capture.ForSlot(ctx, dir, capture.Failure{What: "gate", Slot: slotName, Record: rec, Config: cfg, Rest: restCfg, Run: runner.Exec{}})
+	evidence.Warn(streams.ErrOut, "debug capture", err)
+	return path
 }
 
 // DefaultTimeout is the gate's timeout when neither a flag, the config nor

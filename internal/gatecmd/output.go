@@ -68,6 +68,9 @@ func printSummary(w io.Writer, rep *gate.Report, timeout time.Duration, color bo
 	if rep.TimedOut {
 		how = fmt.Sprintf("still failing at the %s timeout", timeout)
 	}
+	if len(rep.ChecksTimedOut) > 0 {
+		how = fmt.Sprintf("failing; %s still failing at its own timeout", strings.Join(rep.ChecksTimedOut, ", "))
+	}
 	fmt.Fprintf(w, "%s gate %s: %d of %d checks %s (%s)\n", paint("✗", red, color), rep.Gate, len(failed), len(rep.Checks), how, el)
 	for _, f := range failed {
 		fmt.Fprintf(w, "  %s %s: %s: %s\n", paint("✗", red, color), f.Name, f.Reason, oneLine(f.Message, 200))

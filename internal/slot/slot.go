@@ -224,7 +224,11 @@ func (m *Manager) zarfWithin(ctx context.Context, slotName string, d time.Durati
 	defer cancel()
 	err := m.zarf(ctx, slotName, args...)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &TimeoutError{What: "zarf " + args[0], Timeout: d, Setting: setting, Err: err}
+		what := "zarf " + args[0]
+		if args[0] == "package" {
+			what += " " + args[1]
+		}
+		return &TimeoutError{What: what, Timeout: d, Setting: setting, Err: err}
 	}
 	return err
 }

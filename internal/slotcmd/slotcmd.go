@@ -12,8 +12,10 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/capture"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
@@ -341,7 +343,10 @@ func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
 	}
 	rec, err := s.m.Deploy(ctx, name, pkg, slot.DeployOptions{Insecure: cmd.Bool("insecure"), Key: cmd.String("key"), Timeout: cmd.Duration("timeout")})
 	if err != nil {
-		return err
+		return s.captureFailure(ctx, name, rec, err)
+	}
+	if id := evidence.Current(s.dir); id != "" && rec.Package != nil {
+		evidence.Warn(s.streams.ErrOut, "recording the deploy of slot "+name, evidence.KeepDeployed(s.dir, id, name, rec.Package.Digest))
 	}
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(s.streams.Out, rec)
@@ -350,6 +355,24 @@ func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
 		fmt.Fprintf(s.streams.Out, "deployed %s into slot %s\n", packageString(rec.Package), name)
 	}
 	return nil
+}
+
+// captureFailure captures what a failed zarf run left in slot name (a
+// refusal before zarf ran captures nothing) and names the capture in err.
+func (s *session) captureFailure(ctx context.Context, name string, rec *slot.Record, err error) error {
+	var re *runner.RunError
+	var te *slot.TimeoutError
+	if !errors.As(err, &re) && !errors.As(err, &te) {
+		return err
+	}
+	fmt.Fprintf(s.streams.ErrOut, "deploy into slot %s failed: capturing what the slot shows (each item at most %s and %d bytes)\n", name, capture.DefaultTimeout, capture.DefaultMaxBytes)
+	path, cerr := capture.ForSlot(ctx, s.dir, capture.Failure{What: "deploy", Slot: name, Record: rec, Config: s.m.Config, Run: s.m.Run})
+	if path == "" {
+		evidence.Warn(s.streams.ErrOut, "debug capture", cerr)
+		return err
+	}
+	evidence.Warn(s.streams.ErrOut, "debug capture", cerr)
+	return fmt.Errorf("%w\ndebug capture: %s", err, path)
 }
 
 func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
