@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/release"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/sigblob"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -112,7 +112,7 @@ func Export(d *state.Dir, id string, o ExportOptions) (*Exported, error) {
 	out.Files = names
 	out.Sums = SumsFile
 	if o.Signer != nil {
-		sig, err := release.SignBlob(files[SumsFile], o.Signer)
+		sig, err := sigblob.SignBlob(files[SumsFile], o.Signer)
 		if err != nil {
 			return nil, fmt.Errorf("signing %s: %w", SumsFile, err)
 		}

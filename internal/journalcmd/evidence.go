@@ -11,8 +11,8 @@ import (
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/release"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/sigblob"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
@@ -102,7 +102,7 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		if err != nil {
 			return kcli.Usage("--signing-key: %v", err)
 		}
-		if o.Signer, err = release.LoadPrivateKey(b, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
+		if o.Signer, err = sigblob.LoadPrivateKey(b, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
 			return kcli.Usage("--signing-key %s: %v (a cosign private key; its password in $COSIGN_PASSWORD)", k, err)
 		}
 	}

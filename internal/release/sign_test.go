@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/sigblob"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,7 +145,7 @@ func TestSignBlobVerifiesOfflineForEveryKeyType(t *testing.T) {
 				t.Fatal(err)
 			}
 			fp, _ := verify.KeyFingerprint(key.Public())
-			hint, _ := keyHint(key.Public())
+			hint, _ := sigblob.KeyHint(key.Public())
 			if doc.MediaType != "application/vnd.dev.sigstore.bundle.v0.3+json" || doc.VerificationMaterial.PublicKey.Hint != hint || doc.MessageSignature.Signature == "" {
 				t.Fatalf("not a v0.3 message-signature bundle with the key's hint:\n%s", b)
 			}
@@ -182,7 +183,7 @@ func TestSignedWithTheTestKeyVerifiesWithItsPublicKeyOnly(t *testing.T) {
 
 // The hint cosign v3.1.3 wrote for the test key (sign-blob --bundle).
 func TestKeyHintIsCosigns(t *testing.T) {
-	hint, err := keyHint(readPub(t, testPub))
+	hint, err := sigblob.KeyHint(readPub(t, testPub))
 	if err != nil || hint != "Sr/XypP1XYaoCKPwOXYjvREzR5nYOOqeBcVhaxVTeBo=" {
 		t.Fatalf("hint %q, %v", hint, err)
 	}
