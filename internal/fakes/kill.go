@@ -21,7 +21,7 @@ const killedExit = -9
 // cluster, containers; switch: inspect, network).
 var Steps = []string{
 	"docker-info", "docker-ps", "docker-stats", "docker-load", "docker-image", "kind-create", "docker-rm", "docker-run",
-	"docker-inspect", "docker-port", "zarf-init", "zarf-deploy", "kind-delete", "docker-network",
+	"docker-inspect", "docker-port", "zarf-init", "zarf-deploy", "kind-delete", "docker-network", "docker-logs",
 }
 
 // kills reports whether FAKE_KILL names step: "STEP" every time it is
