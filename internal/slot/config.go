@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/offline"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 )
 
 // Config is <state>/config.yaml: how slots are built. A flag beats an
@@ -86,6 +87,13 @@ type Config struct {
 	// EvidenceKeep is how many transactions' evidence journal end keeps
 	// (0: all); the evidence of what serves is never removed.
 	EvidenceKeep int `yaml:"evidenceKeep,omitempty" json:"evidenceKeep"`
+	// Seed lists what slot create pushes into a kind slot's registry once
+	// it runs (what stage-and-create-cluster.sh pushes into krops-registry):
+	// the Flux config artifact and the Helm charts the slot's workloads
+	// pull, each {ref: REPOSITORY:TAG, path: a directory, OCI layout or
+	// chart archive}, paths relative to archives. slot create --seed
+	// replaces the list.
+	Seed []seed.Entry `yaml:"seed,omitempty" json:"seed,omitempty"`
 
 	// provider is the registered provider Provider names, resolved once by
 	// validate.
@@ -326,6 +334,9 @@ func merge(c, f *Config) {
 	if f.EvidenceKeep != 0 {
 		c.EvidenceKeep = f.EvidenceKeep
 	}
+	if f.Seed != nil {
+		c.Seed = f.Seed
+	}
 }
 
 func set(c *Config, key, v string) error {
@@ -392,6 +403,11 @@ func (c *Config) validate() error {
 	case "", ZarfRegistryNodePort, ZarfRegistrySlot:
 	default:
 		return bad("zarfRegistry %q: use %s or %s", c.ZarfRegistry, ZarfRegistryNodePort, ZarfRegistrySlot)
+	}
+	for i, e := range c.Seed {
+		if e.Ref == "" || e.Path == "" {
+			return bad("seed[%d]: give both ref (REPOSITORY:TAG) and path", i)
+		}
 	}
 	if err := c.Offline.validate(); err != nil {
 		return &ConfigError{err}

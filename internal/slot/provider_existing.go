@@ -51,6 +51,9 @@ func (existingProvider) Preflight(ctx context.Context, m *Manager, rep *Prefligh
 
 func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *Names) error {
 	es := m.Config.Existing[rec.Name]
+	if len(m.Config.Seed) > 0 {
+		m.logf("slot %s: the existing provider runs no registry of its own: seed: is not pushed (seed the cluster's registry as the site does)", rec.Name)
+	}
 	if err := m.step(rec, "create", "kubeconfig", func() error {
 		return writeSlotKubeconfig(m.Dir, rec.Name, es.Kubeconfig, es.Context)
 	}); err != nil {

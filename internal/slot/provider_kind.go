@@ -36,6 +36,9 @@ func (kindProvider) Inputs(m *Manager, n *Names) []string {
 	if p, err := m.InitPackage(); err == nil {
 		parts = append(parts, p)
 	}
+	for _, e := range c.Seed {
+		parts = append(parts, "seed="+e.Ref+"="+e.Path)
+	}
 	return parts
 }
 
@@ -75,6 +78,11 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 	}
 	if err := m.step(rec, "create", "registry", func() error { return m.startRegistry(ctx, n) }); err != nil {
 		return err
+	}
+	if len(m.Config.Seed) > 0 {
+		if err := m.step(rec, "create", "seed", func() error { return m.seedRegistry(ctx, rec, n) }); err != nil {
+			return err
+		}
 	}
 	if err := m.step(rec, "create", "kubeconfig", func() error {
 		return writeSlotKubeconfig(m.Dir, rec.Name, m.Kubeconfig, n.Context)

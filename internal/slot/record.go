@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -43,6 +44,9 @@ type Record struct {
 	Inputs  string       `json:"inputs,omitempty"`
 	Created time.Time    `json:"created,omitzero"`
 	Steps   []StepRecord `json:"steps,omitempty"`
+	// Seeded is what create pushed into the slot's registry (or found
+	// there already), by digest.
+	Seeded []seed.Result `json:"seeded,omitempty"`
 }
 
 // PackageRef is the package deployed into a slot.

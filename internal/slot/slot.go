@@ -42,6 +42,9 @@ type Manager struct {
 	Kubeconfig string
 	// Probe GETs a registry's /v2/ through its published port.
 	Probe func(ctx context.Context, url string) error
+	// RegistryAddr is where this host reaches a slot's registry published
+	// on port (default 127.0.0.1:PORT); tests name an in-process registry.
+	RegistryAddr func(port int) string
 	// Sleep waits between registry health polls.
 	Sleep func(time.Duration)
 	// Log receives one line per step.

@@ -172,6 +172,13 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 		row("failed checks", fmt.Sprint(rec.Gate.Failed))
 	}
 	row("created", rec.Created.Format(time.RFC3339))
+	for _, sd := range rec.Seeded {
+		how := "present"
+		if sd.Pushed {
+			how = "pushed"
+		}
+		row("  seeded", fmt.Sprintf("%s %s (%s from %s, %s)", sd.Ref, sd.Digest, sd.Kind, sd.Path, how))
+	}
 	for _, st := range rec.Steps {
 		row("  step", fmt.Sprintf("%s done %s", st.Name, st.Finished.Format(time.RFC3339)))
 	}

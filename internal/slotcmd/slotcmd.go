@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
@@ -37,6 +39,22 @@ name is derived from the slot, so two slots never collide:
 Providers: kind (default; the kind library on Docker, one control-plane node
 with the Docker socket mounted, then zarf init --registry-mode=nodeport) and
 existing (a kube context you already have; --context).
+
+Each kind slot's workloads pull from the slot's own registry (the package
+names it with SLOT); the shared alias (registryAlias) is for operators and
+moves at the switch. create seeds that registry, as stage-and-create-cluster.sh
+seeds krops-registry, with config.yaml's seed: list (or --seed REF=PATH):
+
+  seed:
+    - {ref: krops:latest, path: config-artifact}                       # a directory: a Flux artifact, as flux push artifact
+    - {ref: charts, path: charts/flux-operator-0.58.0.tgz}             # a Helm chart: charts/flux-operator:0.58.0, as helm push
+    - {ref: stefanprodan/charts, path: charts/podinfo-6.14.0.tgz}
+    - {ref: extra/thing:v1, path: layouts/thing}                       # an OCI layout (directory or .tar)
+
+Paths are relative to --archives. An artifact whose digest the registry has
+under its ref already is not sent again; every pushed manifest is read back
+and checked by digest; each is kept in the slot's record (describe) and the
+history.
 
 Settings come from flags, then KUBECTL_BUNDLE_* variables, then
 <state-dir>/config.yaml (kind: Config), then the krops defaults.`
@@ -79,7 +97,9 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Flags:  []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"}},
 				Action: slotArg(preflight, false)},
 			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
-				Flags: []cli.Flag{pkgFlag, forceFlag("build")}, Action: slotArg(create, true)},
+				Flags: []cli.Flag{pkgFlag, forceFlag("build"),
+					&cli.StringSliceFlag{Name: "seed", Usage: "REF=PATH: push PATH (a directory as a Flux artifact, a Helm chart .tgz, an OCI layout; relative to the current directory) into the slot's registry as REF; repeatable; replaces config.yaml's seed: list"},
+				}, Action: slotArg(create, true)},
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
@@ -298,6 +318,21 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 	size, err := packageBytes(s, cmd)
 	if err != nil {
 		return err
+	}
+	if flags := cmd.StringSlice("seed"); len(flags) > 0 {
+		entries := make([]seed.Entry, 0, len(flags))
+		for _, f := range flags {
+			ref, path, ok := strings.Cut(f, "=")
+			if !ok || ref == "" || path == "" {
+				return kcli.Usage("--seed %q: give REF=PATH (e.g. krops:latest=config-artifact)", f)
+			}
+			// A path on the command line is the shell's: relative to here.
+			if abs, err := filepath.Abs(path); err == nil {
+				path = abs
+			}
+			entries = append(entries, seed.Entry{Ref: ref, Path: path})
+		}
+		s.m.Config.Seed = entries
 	}
 	// A ready slot is never rebuilt by create (same settings: nothing to do;
 	// other settings: refused), so only a build touches a protected slot.
