@@ -104,6 +104,21 @@ trap cleanup EXIT
 mkdir -p "$work/archives" "$work/init"
 ln -s "$KB_BENCH_IMAGES/node.tar" "$work/archives/node.tar"
 ln -s "$KB_BENCH_IMAGES/registry.tar" "$work/archives/registry.tar"
+# What stage-and-create-cluster.sh pushes into the site's registry, in the
+# archives: a Flux config directory and a Helm chart. slot create seeds each
+# slot's own registry (distribution) with them.
+mkdir -p "$work/archives/config-artifact/workload" "$work/chart/bench/templates" "$work/archives/charts"
+printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n' >"$work/archives/config-artifact/workload/kustomization.yaml"
+printf 'apiVersion: v2\nname: bench\nversion: 0.1.0\n' >"$work/chart/bench/Chart.yaml"
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bench\n' >"$work/chart/bench/templates/cm.yaml"
+tar -C "$work/chart" -czf "$work/archives/charts/bench-0.1.0.tgz" bench
+mkdir -m 0700 "$work/state"
+cat >"$work/state/config.yaml" <<'EOF'
+kind: Config
+seed:
+  - {ref: krops:latest, path: config-artifact}
+  - {ref: charts, path: charts/bench-0.1.0.tgz}
+EOF
 cat >"$work/init/zarf.yaml" <<'EOF'
 kind: ZarfInitConfig
 metadata:
@@ -296,6 +311,11 @@ m "slot create a" "$t"
 docker ps --filter name=^kb-e2e-registry-a$ --format '{{.Ports}}' | grep -q "127.0.0.1:$port->5000/tcp" ||
   fail "registry kb-e2e-registry-a does not publish 127.0.0.1:$port"
 curl --fail --silent "http://127.0.0.1:$port/v2/" >/dev/null || fail "GET /v2/ on 127.0.0.1:$port"
+curl -fsS "http://127.0.0.1:$port/v2/krops/tags/list" | grep -q '"latest"' || fail "slot a's registry was not seeded with krops:latest"
+curl -fsS "http://127.0.0.1:$port/v2/charts/bench/tags/list" | grep -q '"0.1.0"' || fail "slot a's registry was not seeded with charts/bench:0.1.0"
+kubectl-bundle-slot describe a | grep -Eq 'seeded +krops:latest sha256:[0-9a-f]{64} \(flux-artifact from config-artifact, pushed\)' ||
+  fail "slot a's record does not keep the seed of krops:latest"
+echo "e2e-kind: slot a's registry seeded (krops:latest, charts/bench:0.1.0)"
 kubectl-bundle-slot create a | grep -q 'nothing to do' || fail "create again is not a no-op"
 t=$(now)
 kubectl-bundle-verify "$pkg1" --key "$key" --stage >/dev/null
