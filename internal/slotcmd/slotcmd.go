@@ -46,10 +46,9 @@ moves at the switch. create seeds that registry, as stage-and-create-cluster.sh
 seeds krops-registry, with config.yaml's seed: list (or --seed REF=PATH):
 
   seed:
-    - {ref: krops:latest, path: config-artifact}                       # a directory: a Flux artifact, as flux push artifact
-    - {ref: charts, path: charts/flux-operator-0.58.0.tgz}             # a Helm chart: charts/flux-operator:0.58.0, as helm push
-    - {ref: stefanprodan/charts, path: charts/podinfo-6.14.0.tgz}
-    - {ref: extra/thing:v1, path: layouts/thing}                       # an OCI layout (directory or .tar)
+    - {ref: krops:latest, path: config-artifact}            # a directory: a Flux artifact
+    - {ref: charts, path: charts/flux-operator-0.58.0.tgz}  # a chart: charts/flux-operator:0.58.0
+    - {ref: extra/thing:v1, path: layouts/thing}            # an OCI layout (directory or .tar)
 
 Paths are relative to --archives. An artifact whose digest the registry has
 under its ref already is not sent again; every pushed manifest is read back
