@@ -33,6 +33,7 @@ func TestLayering(t *testing.T) {
 		"internal/runner":     {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli"},
 		"internal/evidence":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/capture":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		"internal/seed":       {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 	}
 	// Test-support packages: production code never imports them (they
 	// imitate tools, start servers, or write what controllers would).
