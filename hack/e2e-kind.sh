@@ -98,10 +98,30 @@ cleanup() {
 trap cleanup EXIT
 
 # The archives a site receives: the node and registry images, and an init
-# package for an external registry (the slot's): zarf's own init package
-# cannot be built here (its injector is Rust; its registry and agent images
-# come from a container registry).
+# package for an external registry (the slot's) carrying zarf's agent. Zarf's
+# own init package cannot be built here: its injector is Rust (no crate
+# registry is reachable) and its images come from a container registry. Its
+# agent component can: the agent is the zarf binary itself (zarf's Dockerfile
+# copies it onto a static base and runs `zarf internal agent` as 65532), so
+# the image is the pinned zarf we built, imported the same way, and the
+# component is zarf's own (packages/zarf-agent in the pinned module).
 mkdir -p "$work/archives" "$work/init"
+t=$(now)
+zarf_version=$(zarf version)
+agent_ref="kb-bench/zarf-agent:$zarf_version"
+zarf_mod=$(cd "$root/hack/tools" && go list -m -f '{{.Dir}}' github.com/zarf-dev/zarf) ||
+  fail "the pinned zarf module is not in the module cache (make testbin)"
+mkdir -p "$work/img-agent/tmp"
+cp "$(command -v zarf)" "$work/img-agent/zarf"
+chmod 0700 "$work/img-agent/zarf"
+chmod 1777 "$work/img-agent/tmp"
+tar -C "$work/img-agent" --owner=65532 --group=65532 -c . |
+  docker import -c 'USER 65532:65532' \
+    -c 'CMD ["/zarf", "internal", "agent", "--log-level=info", "--log-format=console", "--no-color"]' \
+    - "$agent_ref" >/dev/null
+rm -rf "$work/img-agent"
+cp -r "$zarf_mod/packages/zarf-agent" "$work/init/zarf-agent"
+chmod -R u+w "$work/init/zarf-agent"
 ln -s "$KB_BENCH_IMAGES/node.tar" "$work/archives/node.tar"
 ln -s "$KB_BENCH_IMAGES/registry.tar" "$work/archives/registry.tar"
 # What stage-and-create-cluster.sh pushes into the site's registry, in the
@@ -125,6 +145,10 @@ metadata:
   name: init
   description: the bench's init package for an external registry (the slot's)
 components:
+  - name: zarf-agent
+    required: true
+    import:
+      path: zarf-agent
   - name: bench-marker
     required: true
     manifests:
@@ -140,12 +164,14 @@ metadata:
 data:
   registry: external (the slot's registry)
 EOF
-(cd "$work/init" && zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color >"$work/init.log" 2>&1) ||
+(cd "$work/init" && zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color \
+  --set AGENT_IMAGE_DOMAIN= --set AGENT_IMAGE=kb-bench/zarf-agent --set "AGENT_IMAGE_TAG=$zarf_version" >"$work/init.log" 2>&1) ||
   fail "zarf package create (init): $(tail -5 "$work/init.log")"
+m "agent image + init package" "$t"
 
 # The workload packages, v1 and v2: a Deployment and a Service of the
-# workload image, pulled by the node from the slot's registry
-# (###ZARF_REGISTRY###). v2 carries the image under another tag, so the
+# workload image, named without a registry as a site's package names it;
+# zarf's agent points the pods at the slot's registry. v2 carries the image under another tag, so the
 # registry a client reaches says which slot it is.
 docker load -i "$KB_BENCH_IMAGES/workload.tar" >/dev/null
 v2_image=${KB_WORKLOAD_IMAGE%%:*}:2.0.0-${KB_WORKLOAD_IMAGE##*-}
@@ -190,7 +216,7 @@ spec:
     spec:
       containers:
         - name: workload
-          image: "###ZARF_REGISTRY###/$2"
+          image: "$2"
           ports: [{containerPort: 8080}]
           readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
 ---
@@ -323,11 +349,30 @@ kubectl-bundle-slot deploy a "$pkg1" --key "$key"
 m "slot deploy a" "$t"
 images=$(kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload -o jsonpath='{range .items[*]}{.status.containerStatuses[0].image}{"\n"}{end}')
 echo "$images" | grep -qv "^127.0.0.1:$port/" && fail "pods run images not from the slot's registry: $images"
+# The package names its image as the site's do (no registry); zarf's agent,
+# built here from the pinned zarf, pointed the pods at the slot's registry.
+kubectl --context kind-kb-e2e-a -n zarf get deploy agent-hook -o jsonpath='{.status.availableReplicas}' | grep -qx 2 ||
+  fail "zarf's agent (agent-hook) is not available in slot a"
+patched=$(kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload,zarf-agent=patched -o name | wc -l)
+[ "$patched" -ge 2 ] || fail "zarf's agent patched $patched workload pods, want 2"
+echo "e2e-kind: zarf's agent patched $patched workload pods to $(echo "$images" | head -1)"
+# Services answer from the node's own network through kube-proxy's rules, with
+# two endpoints behind the Service (the API server reaches zarf's agent that
+# way; a rule kube-proxy cannot write leaves the ClusterIP unrouted).
+svc_ip=$(kubectl --context kind-kb-e2e-a -n bench get svc workload -o jsonpath='{.spec.clusterIP}')
+out=$(docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/" 2>&1) ||
+  fail "the workload's Service $svc_ip does not answer from the node: $out"
+case $out in "workload "*) ;; *) fail "the Service $svc_ip answered '$out', not the workload" ;; esac
+if kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -q 'Failed to execute iptables-restore'; then
+  fail "kube-proxy could not write its rules: $(kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -A3 'Failed to execute' | tail -4)"
+fi
 t=$(now)
 kubectl-bundle-gate --slot a -f "$gate" --timeout 3m --record
 m "gate a" "$t"
 # The gate fails a pod whose image comes from another registry.
-kubectl --context kind-kb-e2e-a -n bench run intruder --image=registry.example/intruder:1 --restart=Never >/dev/null
+# (zarf's agent would point it at the slot's registry: the label keeps it away, as a pod
+# the agent never saw.)
+kubectl --context kind-kb-e2e-a -n bench run intruder --image=registry.example/intruder:1 --restart=Never --labels=zarf.dev/agent=ignore >/dev/null
 if out=$(kubectl-bundle-gate --slot a -f "$gate" --once 2>&1); then fail "the gate passed a pod from registry.example: $out"; fi
 echo "$out" | grep -q 'ForeignImage.*registry.example/intruder:1' || fail "the gate's failure does not name the foreign image: $out"
 kubectl --context kind-kb-e2e-a -n bench delete pod intruder --wait=false >/dev/null

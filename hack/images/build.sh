@@ -46,6 +46,17 @@ hash=$(
     echo "$KIND_VERSION $PACKAGES"
   } | sha256sum | cut -c1-16
 )
+# The binaries depend on the tools modules and the two small programs only,
+# so a change to how the images are assembled does not rebuild them.
+bin_hash=$(
+  cd "$root"
+  {
+    cat hack/tools/node/go.mod hack/tools/node/go.sum hack/tools/coredns/go.mod hack/tools/coredns/go.sum \
+      hack/tools/registry/go.mod hack/tools/registry/go.sum
+    find hack/images/pause hack/images/workload -type f | LC_ALL=C sort | xargs cat
+    "$GO" env GOVERSION
+  } | sha256sum | cut -c1-16
+)
 out="$cache/images/$hash"
 if [ -f "$out/images.env" ]; then
   echo "$out/images.env"
@@ -69,7 +80,7 @@ trap cleanup EXIT
 t0=$(date +%s)
 
 # --- binaries (nice: the machine's cores are shared) ---
-bin="$cache/bin/$hash"
+bin="$cache/bin/$bin_hash"
 if [ ! -f "$bin/.done" ]; then
   say "building Kubernetes $KUBE_VERSION, etcd, crictl, CoreDNS, registry $REGISTRY_VERSION, pause and workload into $bin (cold: about 12 minutes on 2 cores)"
   mkdir -p "$bin"
@@ -153,6 +164,12 @@ for ref in "${kimages[@]}"; do
     done
     mkdir -p "$d/usr/lib/x86_64-linux-gnu"
     cp -a "$fs/usr/lib/x86_64-linux-gnu/xtables" "$d/usr/lib/x86_64-linux-gnu/"
+    # The match and target modules link libraries of their own (statistic
+    # needs libm): without them kube-proxy's iptables-restore fails as soon
+    # as a Service has two endpoints, and no Service rule is written.
+    for so in "$fs"/usr/lib/x86_64-linux-gnu/xtables/*.so; do
+      libs_of "${so#"$fs"}" "$d"
+    done
     for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
       ln -sf xtables-nft-multi "$d/usr/sbin/$t"
     done
