@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 )
 
 // LossTimeout bounds each look at what a slot holds: a slot being
@@ -37,6 +38,10 @@ type Losses struct {
 	Slot         string   `json:"slot"`
 	Claims       []Claim  `json:"claims"`
 	Repositories []string `json:"repositories"`
+	// Seeded are the registry's tags that hold what slot create seeded
+	// from the archives, digest unchanged: not lost (the archives have
+	// them), so not in Repositories.
+	Seeded []string `json:"seeded,omitempty"`
 	// ClaimsUnknown and RegistryUnknown say why a list could not be read.
 	ClaimsUnknown   string `json:"claimsUnknown,omitempty"`
 	RegistryUnknown string `json:"registryUnknown,omitempty"`
@@ -88,10 +93,14 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		l.Claims = claims
 	}
 	if rec.RegistryPort > 0 {
-		if repos, err := m.catalog(ctx, "http://127.0.0.1:"+strconv.Itoa(rec.RegistryPort)); err != nil {
+		base := "http://127.0.0.1:" + strconv.Itoa(rec.RegistryPort)
+		if m.RegistryAddr != nil {
+			base = "http://" + m.RegistryAddr(rec.RegistryPort)
+		}
+		if repos, err := m.catalog(ctx, base); err != nil {
 			l.RegistryUnknown = err.Error()
 		} else {
-			l.Repositories = repos
+			l.Repositories, l.Seeded = withoutSeeded(ctx, base, repos, rec.Seeded)
 		}
 	}
 	return l, m.recordLosses(l)
@@ -188,4 +197,61 @@ func getJSON(ctx context.Context, u string, v any) error {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
 	return json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4<<20)).Decode(v)
+}
+
+// withoutSeeded takes out of repos (repo:tag1,tag2 entries) the tags that
+// still hold the digest create seeded there: the archives have them. A
+// tag whose digest changed since, or that cannot be asked, stays listed.
+func withoutSeeded(ctx context.Context, base string, repos []string, seeded []seed.Result) (kept, dropped []string) {
+	same := map[string]bool{}
+	for _, sd := range seeded {
+		repo, tag, ok := strings.Cut(sd.Ref, ":")
+		if ok && manifestDigest(ctx, base, repo, tag) == sd.Digest {
+			same[sd.Ref] = true
+		}
+	}
+	kept = []string{}
+	for _, entry := range repos {
+		repo, tags, ok := strings.Cut(entry, ":")
+		if !ok {
+			kept = append(kept, entry)
+			continue
+		}
+		var left []string
+		for _, t := range strings.Split(tags, ",") {
+			if same[repo+":"+t] {
+				dropped = append(dropped, repo+":"+t)
+			} else {
+				left = append(left, t)
+			}
+		}
+		if len(left) > 0 {
+			kept = append(kept, repo+":"+strings.Join(left, ","))
+		}
+	}
+	return kept, dropped
+}
+
+// manifestDigest is the digest the registry names for repo:tag ("" when
+// it cannot be asked).
+func manifestDigest(ctx context.Context, base, repo, tag string) string {
+	ctx, cancel := context.WithTimeout(ctx, LossTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, base+"/v2/"+(&url.URL{Path: repo}).EscapedPath()+"/manifests/"+url.PathEscape(tag), nil)
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("Accept", strings.Join([]string{
+		"application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+		"application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json",
+	}, ", "))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	return resp.Header.Get("Docker-Content-Digest")
 }

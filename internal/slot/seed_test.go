@@ -138,9 +138,41 @@ func TestCreateSeedsTheSlotsRegistry(t *testing.T) {
 		t.Errorf("second seed: %+v", rec.Seeded)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(writes) != 0 {
 		t.Errorf("a second seed wrote to the registry: %v", writes)
+	}
+	mu.Unlock()
+
+	// What discarding the slot loses: not what the archives seed again,
+	// unless its tag now holds something else.
+	put := func(repoTag string) {
+		t.Helper()
+		repo, tag, _ := strings.Cut(repoTag, ":")
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v2/"+repo+"/manifests/"+tag, strings.NewReader(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[]}`))
+		req.Header.Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("PUT %s: %v %v", repoTag, err, resp)
+		}
+		resp.Body.Close()
+	}
+	put("bench/workload:1")
+	l, err := m.Losses(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(l.Repositories, " "); got != "bench/workload:1" {
+		t.Errorf("losses list %q, want only what was not seeded", got)
+	}
+	if got := strings.Join(l.Seeded, " "); got != "krops:latest stefanprodan/charts/podinfo:6.14.0" {
+		t.Errorf("losses' seeded %q", got)
+	}
+	put("krops:latest")
+	if l, err = m.Losses(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(l.Repositories, " "); got != "bench/workload:1 krops:latest" {
+		t.Errorf("a seeded tag that holds something else now: losses list %q", got)
 	}
 }
 

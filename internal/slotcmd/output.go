@@ -263,6 +263,9 @@ func printLosses(w io.Writer, l *slot.Losses) {
 	if l.RegistryUnknown != "" {
 		fmt.Fprintf(w, "  (registry content not listed: %s)\n", l.RegistryUnknown)
 	}
+	if len(l.Seeded) > 0 {
+		fmt.Fprintf(w, "  (not lost: %s, seeded from the archives and unchanged)\n", strings.Join(l.Seeded, ", "))
+	}
 }
 
 // askable: a terminal to ask on and to read the answer from.
