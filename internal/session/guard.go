@@ -54,8 +54,10 @@ type Protection struct {
 	Txn *journal.Transaction
 }
 
-// Protected reads which slots are protected from the active pointer and
-// the switch record alone (not the slots' records), failing closed.
+// Protected reads which slots are protected from the active pointer, the
+// switch record and the open transaction (not the slots' records),
+// failing closed. The revert target of a soak is kept when switch.json is
+// missing too: the open blue-green transaction names it.
 func (s *Session) Protected() (active, soaking string, err error) {
 	if active, err = slot.ReadActive(s.Dir); err != nil {
 		return "", "", err
@@ -64,8 +66,12 @@ func (s *Session) Protected() (active, soaking string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if sw != nil && sw.Soaking() {
-		soaking = sw.Previous
+	t, err := s.Journal.Load()
+	if err != nil {
+		return "", "", err
+	}
+	if soaking = switchover.RevertTarget(sw, t); soaking == active {
+		soaking = ""
 	}
 	return active, soaking, nil
 }

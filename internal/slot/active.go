@@ -1,10 +1,12 @@
 package slot
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -15,14 +17,17 @@ import (
 const ActiveFile = "active"
 
 // ReadActive reads the active pointer strictly. A missing pointer is a site
-// where no slot is active yet (""). A pointer that is a symlink, a
-// directory, empty, several lines, or a name that is not a slot name is
-// damage (*state.DamageError, naming the command that repairs it), never
-// "none".
+// where no slot is active yet (""), unless the state says a slot was made
+// active (*LostPointerError). A pointer that is a symlink, a directory,
+// empty, several lines, or a name that is not a slot name is damage
+// (*state.DamageError, naming the command that repairs it), never "none".
 func ReadActive(d *state.Dir) (string, error) {
 	p := d.Join(ActiveFile)
 	s, err := state.ReadPointer(p)
 	if errors.Is(err, fs.ErrNotExist) {
+		if lost := lostPointer(d); lost != nil {
+			return "", lost
+		}
 		return "", nil
 	}
 	damage := func(problem string) error {
@@ -41,6 +46,123 @@ func ReadActive(d *state.Dir) (string, error) {
 	return s, nil
 }
 
+// LostPointerError is a missing active pointer while the state says slot
+// Slot was made active (the switch record names it, or its record says it
+// passed its gate and no switch names another): not a fresh site but
+// damage. Slot stays protected, and a switch to it writes the pointer back.
+type LostPointerError struct {
+	*state.DamageError
+	Slot string
+}
+
+func (e *LostPointerError) Unwrap() error { return e.DamageError }
+
+// switchRecordFile is switchover's record, read here only for the slot it
+// last made active (switchover imports this package).
+const switchRecordFile = "switch.json"
+
+// lostPointer decides whether a missing pointer is damage: the switch
+// record names a slot that still exists (a switch began or ended there:
+// the pointer was written), or, with no such record, a slot's record says
+// it passed its gate (the first install gated it: its next step is the
+// switch to it). Nil on a fresh site.
+func lostPointer(d *state.Dir) error {
+	lost := func(name, why, fix string) error {
+		return &LostPointerError{Slot: name, DamageError: &state.DamageError{Path: d.Join(ActiveFile),
+			Problem: "it is missing, but " + why, Fix: fix}}
+	}
+	var sw struct{ Phase, Target, Previous string }
+	if data, err := state.ReadSmall(d.Join(switchRecordFile), 1<<20); err == nil && json.Unmarshal(data, &sw) == nil &&
+		ValidName(sw.Target) == nil && Exists(d, sw.Target) &&
+		// The first switch ever, interrupted before it wrote the pointer:
+		// no pointer was there to lose (switch status names the resume).
+		!(sw.Phase == "SWITCHING" && sw.Previous == "") {
+		fix := "kubectl bundle-switch to " + sw.Target + " --force"
+		if _, err := Load(d, sw.Target); err != nil {
+			fix = RepairCommand(sw.Target) // its record first; then the switch
+		}
+		return lost(sw.Target, "the switch record says slot "+sw.Target+" was made active", fix)
+	}
+	names, _ := List(d)
+	var gated string
+	var when time.Time
+	for _, n := range names {
+		if r, err := Load(d, n); err == nil && r.Gate != nil && r.Gate.Passed && r.Gate.Time.After(when) {
+			gated, when = n, r.Gate.Time
+		}
+	}
+	if gated != "" {
+		return lost(gated, "the record of slot "+gated+" says it passed its gate (a first install not switched to yet, or a pointer removed)",
+			"kubectl bundle-switch to "+gated)
+	}
+	return nil
+}
+
+// Exists reports whether slot name exists as far as the state can tell:
+// its record is there (readable or not), or the history says it was
+// created and not destroyed since (its record was removed from outside;
+// slot repair asks the machine).
+func Exists(d *state.Dir, name string) bool {
+	if _, err := Load(d, name); !errors.As(err, new(*NotFoundError)) {
+		return true
+	}
+	return createdPerHistory(d, name)
+}
+
+// createdPerHistory reports whether the history's last create or destroy
+// of slot name is a create.
+func createdPerHistory(d *state.Dir, name string) bool {
+	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	if err != nil {
+		return false
+	}
+	created := false
+	for _, ev := range h.Events {
+		if ev.Type == "slot" && ev.Slot == name {
+			switch ev.Detail {
+			case "create":
+				created = true
+			case "destroy", DetailGone:
+				created = false
+			}
+		}
+	}
+	return created
+}
+
+// DetailGone is the history's note that slot repair found nothing of a
+// slot running whose record was gone: the slot no longer exists.
+const DetailGone = "gone"
+
+// recordless lists the slots the history says exist whose record is gone.
+func recordless(d *state.Dir) []string {
+	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, ev := range h.Events {
+		if ev.Type == "slot" && !seen[ev.Slot] && ValidName(ev.Slot) == nil {
+			seen[ev.Slot] = true
+			if _, err := Load(d, ev.Slot); errors.As(err, new(*NotFoundError)) && createdPerHistory(d, ev.Slot) {
+				out = append(out, ev.Slot)
+			}
+		}
+	}
+	return out
+}
+
+// noSlotFix is the repair when no slot has a readable record: a slot the
+// history says exists gets its record rebuilt from what runs (slot repair
+// asks the machine), and only with none is the pointer removed.
+func noSlotFix(d *state.Dir) string {
+	if gone := recordless(d); len(gone) > 0 {
+		return RepairCommand(gone[0]) + "   # slot " + gone[0] + " has no record, but the history says it was created: rebuilds its record from what runs"
+	}
+	return state.RemoveCommand(d.Join(ActiveFile)) + "   # no slot exists: no slot is active"
+}
+
 // ActiveFix is the command that rewrites a damaged pointer: switch to a slot
 // that exists (the operator picks when there are several), or remove the
 // pointer when no slot exists.
@@ -54,7 +176,7 @@ func ActiveFix(d *state.Dir) string {
 	}
 	switch len(cmds) {
 	case 0:
-		return state.RemoveCommand(d.Join(ActiveFile)) + "   # no slot exists: no slot is active"
+		return noSlotFix(d)
 	case 1:
 		return cmds[0]
 	}
@@ -79,7 +201,23 @@ func CheckActiveRecord(d *state.Dir, active string, t *journal.Transaction) erro
 	if t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active {
 		return nil
 	}
-	return &state.DamageError{Path: d.Join(ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: ActiveFix(d)}
+	fix := ActiveFix(d)
+	if createdPerHistory(d, active) {
+		fix = PointerRepair(d, active)
+	}
+	return &state.DamageError{Path: d.Join(ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: fix}
+}
+
+// PointerRepair is the repair of a pointer naming slot active, which has
+// no record: when the history says the slot was created and not destroyed
+// (its record was removed from outside), slot repair rebuilds the record
+// from what runs; else the pointer goes to a slot that exists (prefer
+// first), or is removed.
+func PointerRepair(d *state.Dir, active string, prefer ...string) string {
+	if createdPerHistory(d, active) {
+		return RepairCommand(active) + "   # the history says slot " + active + " was created and not destroyed: rebuilds its record from what runs"
+	}
+	return ActiveRepair(d, prefer...)
 }
 
 // ActiveRepair is one command that repairs the pointer, to run as printed
@@ -104,5 +242,5 @@ func ActiveRepair(d *state.Dir, prefer ...string) string {
 	if len(ok) > 0 {
 		return "kubectl bundle-switch to " + ok[0] + " --force"
 	}
-	return state.RemoveCommand(d.Join(ActiveFile)) + "   # no slot exists: no slot is active"
+	return noSlotFix(d)
 }

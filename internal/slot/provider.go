@@ -31,6 +31,9 @@ type Provider interface {
 	Destroy(ctx context.Context, m *Manager, rec *Record, n *Names) error
 	// Summary describes the slot's cluster in one line.
 	Summary(rec *Record) string
+	// Running lists what of slot n runs on the machine (clusters,
+	// containers, contexts), asked of the machine, not of the records.
+	Running(ctx context.Context, m *Manager, n *Names) ([]string, error)
 }
 
 // providers is the registry of providers by name: a new provider is one

@@ -73,3 +73,16 @@ func (existingProvider) Destroy(_ context.Context, m *Manager, rec *Record, _ *N
 	m.logf("slot %s: the existing cluster (context %s) is left as it is; only the slot's record is removed", rec.Name, rec.Context)
 	return nil
 }
+
+// Running: the existing cluster runs when its context is configured and
+// found in its kubeconfig (the cluster itself is the operator's).
+func (existingProvider) Running(_ context.Context, m *Manager, n *Names) ([]string, error) {
+	es, ok := m.Config.Existing[n.Slot]
+	if !ok || es.Context == "" {
+		return nil, nil
+	}
+	if _, err := restConfig(es.Kubeconfig, es.Context); err != nil {
+		return nil, nil
+	}
+	return []string{"kube context " + es.Context}, nil
+}

@@ -233,6 +233,31 @@ func (m *Manager) containers(ctx context.Context) ([]container, error) {
 	return cs, nil
 }
 
+// Running lists slot n's kind cluster and its containers (registry, CAPD
+// workloads), as destroy would find them.
+func (kindProvider) Running(ctx context.Context, m *Manager, n *Names) ([]string, error) {
+	var out []string
+	if m.Kind != nil {
+		ok, err := m.Kind.Exists(ctx, n.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, "kind cluster "+n.Cluster)
+		}
+	}
+	cs, err := m.containers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		if c.Name == n.Registry || ownedWorkload(c.Name, n) {
+			out = append(out, "container "+c.Name)
+		}
+	}
+	return out, nil
+}
+
 // owned reports whether container name belongs to slot n.
 func owned(name string, n *Names) bool {
 	if name == n.Registry || strings.HasPrefix(name, n.Cluster+"-") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -20,7 +21,21 @@ type Repaired struct {
 	Aside string `json:"aside"`
 	// PackageFrom says where the package came from ("" when unknown).
 	PackageFrom string `json:"packageFrom,omitempty"`
+	// Running lists what the machine runs of the slot, when the record was
+	// missing (rebuilt from what runs).
+	Running []string `json:"running,omitempty"`
 }
+
+// GoneError is a slot with no record of which nothing runs: it is gone,
+// and Next is the repair of what still names it.
+type GoneError struct{ Slot, Next string }
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("slot %s has no record and nothing of slot %s runs on this machine (no cluster, no registry or workload container): it is gone, and its record is not rebuilt; next: %s", e.Slot, e.Slot, e.Next)
+}
+
+// ErrorKind: the state names a slot that is gone.
+func (e *GoneError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 // ErrNotDamaged is returned by RepairRecord when the record reads fine.
 var ErrNotDamaged = errors.New("the record is not damaged")
@@ -31,13 +46,19 @@ var ErrNotDamaged = errors.New("the record is not damaged")
 // (when that package is still staged), and no gate result (the gate is run
 // again). The damaged file is moved aside, not deleted. The caller holds
 // the lock and has decided the slot is to be kept (a protected slot).
-func (m *Manager) RepairRecord(_ context.Context, slotName string) (*Repaired, error) {
+//
+// A missing record (removed from outside) is rebuilt the same way when the
+// machine runs something of the slot (the provider asks Docker and kind,
+// as destroy does); when nothing runs, the slot is gone: that is recorded
+// in the history and *GoneError names the next repair.
+func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired, error) {
 	_, err := Load(m.Dir, slotName)
 	var dmg *DamagedError
+	var nf *NotFoundError
 	switch {
 	case err == nil:
 		return nil, ErrNotDamaged
-	case !errors.As(err, &dmg):
+	case !errors.As(err, &dmg) && !errors.As(err, &nf):
 		return nil, err
 	}
 	n, err := m.Config.NamesFor(slotName)
@@ -48,23 +69,48 @@ func (m *Manager) RepairRecord(_ context.Context, slotName string) (*Repaired, e
 	if err != nil {
 		return nil, err
 	}
+	var running []string
+	if nf != nil {
+		if running, err = p.Running(ctx, m, n); err != nil {
+			return nil, fmt.Errorf("asking the machine what runs of slot %s: %w", slotName, err)
+		}
+		if len(running) == 0 {
+			m.record(slotName, DetailGone, journal.StatusDone, nil)
+			return nil, &GoneError{Slot: slotName, Next: m.afterGone(slotName)}
+		}
+	}
 	now := time.Now().UTC()
 	rec := &Record{Name: slotName, Provider: p.Name(), Context: n.Context, State: StateReady, Created: now, Inputs: m.inputs(p, n)}
 	p.NewRecord(m, rec, n)
-	out := &Repaired{Record: rec}
+	out := &Repaired{Record: rec, Running: running}
 	if ref, from := lastDeployed(m.Dir, slotName); ref != nil {
 		rec.Package, out.PackageFrom = ref, from
 	}
-	out.Aside = dmg.Path + ".damaged-" + now.Format("20060102T150405Z")
-	state.CrashPoint("slot:repair/aside")
-	if err := os.Rename(dmg.Path, out.Aside); err != nil {
-		return nil, fmt.Errorf("moving the damaged record aside: %w", err)
+	if dmg != nil {
+		out.Aside = dmg.Path + ".damaged-" + now.Format("20060102T150405Z")
+		state.CrashPoint("slot:repair/aside")
+		if err := os.Rename(dmg.Path, out.Aside); err != nil {
+			return nil, fmt.Errorf("moving the damaged record aside: %w", err)
+		}
 	}
 	if err := Save(m.Dir, rec); err != nil {
 		return nil, err
 	}
 	m.record(slotName, "repair", journal.StatusDone, nil)
 	return out, nil
+}
+
+// afterGone is what to run once slot name was found gone: the repair of
+// the pointer when it names that slot, else nothing more for it.
+func (m *Manager) afterGone(name string) string {
+	if a, err := ReadActive(m.Dir); err == nil && a == name {
+		return ActiveRepair(m.Dir)
+	} else if lp := (*LostPointerError)(nil); errors.As(err, &lp) {
+		return lp.Fix
+	} else if err != nil {
+		return ActiveFix(m.Dir)
+	}
+	return "kubectl bundle-slot list (slot " + name + " is no longer listed)"
 }
 
 // lastDeployed is the package the history last recorded deployed into

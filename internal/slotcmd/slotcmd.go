@@ -436,20 +436,25 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := slot.Load(s.dir, name); err == nil {
+	_, err = slot.Load(s.dir, name)
+	missing := errors.As(err, new(*slot.NotFoundError))
+	if err == nil {
 		if !s.common.Quiet {
 			fmt.Fprintf(s.streams.Out, "the record of slot %s reads fine: nothing to repair\n", name)
 		}
 		return nil
-	} else if !errors.As(err, new(*slot.DamagedError)) {
+	} else if !missing && !errors.As(err, new(*slot.DamagedError)) {
 		return err
 	}
 	// The pointer and the switch record say which slots are kept; damage
 	// to them is repaired first (their own repair is printed), but the
-	// pointer alone decides for the active slot.
-	protected, err := switchover.Protects(s.dir, name)
-	if err != nil {
-		return err
+	// pointer alone decides for the active slot. A missing record is
+	// rebuilt for any slot the machine runs: what runs is then known again.
+	protected := missing
+	if !missing {
+		if protected, err = switchover.Protects(s.dir, name); err != nil {
+			return err
+		}
 	}
 	if !protected {
 		return errkind.New(errkind.Conflict, "slot %s is not protected (neither the active slot nor the revert target of a soak), so its damaged record is not rebuilt: clear it and what its slot left with kubectl bundle-slot destroy %s --force", name, name)
@@ -468,9 +473,15 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	if rep.Record.Package != nil {
 		pkg = packageString(rep.Record.Package) + ", from " + rep.PackageFrom
 	}
-	fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from the settings (%s); its cluster was not touched\n", name, slot.Summary(rep.Record))
+	if missing {
+		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from what runs (%s) and the settings (%s); its cluster was not touched\n", name, strings.Join(rep.Running, ", "), slot.Summary(rep.Record))
+	} else {
+		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from the settings (%s); its cluster was not touched\n", name, slot.Summary(rep.Record))
+	}
 	fmt.Fprintf(s.streams.Out, "package: %s\n", pkg)
-	fmt.Fprintf(s.streams.Out, "the damaged record is kept at %s\n", rep.Aside)
+	if rep.Aside != "" {
+		fmt.Fprintf(s.streams.Out, "the damaged record is kept at %s\n", rep.Aside)
+	}
 	fmt.Fprintf(s.streams.Out, "its gate result was lost: run kubectl bundle-gate --slot %s --record\n", name)
 	return nil
 }

@@ -121,7 +121,7 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		t, _ = journal.New(s.Dir).Load()
 	}
 	if err := slot.CheckActiveRecord(s.Dir, st.Active, t); err != nil {
-		fix := slot.ActiveRepair(s.Dir, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+		fix := slot.PointerRepair(s.Dir, st.Active, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		st.Damaged = append(st.Damaged, fmt.Sprintf("the active pointer names slot %s, which has no record; repair: %s", st.Active, fix))
 		st.Consistent, st.Next = false, fix
 	} else if target, ok := strings.CutPrefix(st.Next, "kubectl bundle-switch to "); ok {

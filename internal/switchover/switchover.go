@@ -121,8 +121,15 @@ func (r *Record) Soaking() bool {
 // decides alone for the active slot, so that the record of the active slot
 // can be repaired while switch.json is damaged too (each repair would
 // otherwise wait on the other); damage to what decides is an error.
+//
+// A missing pointer that the state says was lost protects the slot it
+// names; the open blue-green transaction keeps its active slot, the
+// revert target, when switch.json is missing.
 func Protects(d *state.Dir, name string) (bool, error) {
 	active, err := slot.ReadActive(d)
+	if lp := (*slot.LostPointerError)(nil); errors.As(err, &lp) {
+		active, err = lp.Slot, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -133,7 +140,22 @@ func Protects(d *state.Dir, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return sw != nil && sw.Soaking() && sw.Previous == name, nil
+	t, _ := journal.New(d).Load()
+	return RevertTarget(sw, t) == name, nil
+}
+
+// RevertTarget is the slot kept for a revert: the previous slot while the
+// switch record soaks, else the active slot of an open blue-green
+// transaction that has not been accepted (it is the active slot before the
+// switch and the revert target after it, whatever switch.json says).
+func RevertTarget(sw *Record, t *journal.Transaction) string {
+	if sw != nil && sw.Soaking() {
+		return sw.Previous
+	}
+	if t != nil && t.Strategy == journal.BlueGreen && t.Phase != journal.Accepted && t.Phase != journal.Retired {
+		return t.Slots.Active
+	}
+	return ""
 }
 
 // recordFix is the command that rewrites a damaged switch record: a forced
@@ -151,6 +173,10 @@ func recordFix(d *state.Dir) string {
 		return remove("no slot is active: there is no switch to keep")
 	case err == nil:
 		if _, err := slot.Load(d, a); !errors.As(err, new(*slot.NotFoundError)) {
+			t, _ := journal.New(d).Load()
+			if bg := soakingTxn(t, a); bg != nil {
+				return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and rebuilds the soak of transaction " + bg.ID + ", which keeps slot " + bg.Slots.Active + " as the revert target"
+			}
 			return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
 		}
 		if t, err := journal.New(d).Load(); err == nil && slot.CheckActiveRecord(d, a, t) == nil {
@@ -301,10 +327,24 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	recordDamaged := err != nil
 	active, err := s.Active()
-	if err != nil && !(force && isDamage(err)) {
+	// A lost pointer (missing while the state says a slot was made active)
+	// is written back by a switch to that slot: it is the repair, forced or
+	// not (a gated first install's switch, too).
+	var lost *slot.LostPointerError
+	lostHere := errors.As(err, &lost) && lost.Slot == target
+	if err != nil && !(force && isDamage(err)) && !lostHere {
 		return nil, err
 	}
 	pointerDamaged := err != nil
+	if lostHere && sw != nil && sw.Target == target {
+		active = target // the switch record's slot: its switch resumes, or is kept as it was
+	}
+	if active != "" && active != target {
+		// A pointer to a slot that has no record is no revert target.
+		if _, err := slot.Load(s.Dir, active); errors.As(err, new(*slot.NotFoundError)) {
+			active = ""
+		}
+	}
 	// Resuming an interrupted switch, or completing the moves to the slot
 	// that is already active: the gate was checked when it began.
 	resuming := sw != nil && sw.Target == target && (sw.Phase == PhaseSwitching || active == target)
@@ -328,7 +368,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	// Re-pointing the aliases at the slot that is active and accepted (status
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
-	realign := sw != nil && sw.Target == target && active == target && sw.Phase == PhaseAccepted
+	// So is writing back a lost pointer after a switch back.
+	realign := sw != nil && sw.Target == target && active == target &&
+		(sw.Phase == PhaseAccepted || (lostHere && sw.Phase == PhaseSwitchedBack))
 	previous, after := active, PhaseSwitched
 	if resuming {
 		previous = sw.Previous
@@ -337,7 +379,15 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		previous = "" // a switch to the slot already active keeps no revert target
 	}
 	if realign {
-		after = PhaseAccepted
+		after = sw.Phase
+		if after == PhaseSwitchedBack {
+			previous = sw.Previous
+		}
+	}
+	// The soak of an open blue-green transaction keeps its revert target
+	// when switch.json is missing or damaged (its forced repair lands here).
+	if bg := soakingTxn(t, target); previous == "" && !realign && bg != nil {
+		previous = bg.Slots.Active
 	}
 	// A damaged entry that is not a file (a directory) cannot be replaced
 	// by a rename: it is moved aside first, kept for inspection.
@@ -381,11 +431,34 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	return out, nil
 }
 
+// soakingTxn returns t when it is a blue-green transaction that has
+// switched to target and not been accepted: its active slot is the revert
+// target whatever switch.json says.
+func soakingTxn(t *journal.Transaction, target string) *journal.Transaction {
+	if bg := blueGreen(t); bg != nil && bg.Slots.Candidate == target && bg.Slots.Active != "" && bg.Slots.Active != target &&
+		(bg.Phase == journal.Switched || bg.Phase == journal.Soaking) {
+		return bg
+	}
+	return nil
+}
+
 // Back returns to the previous slot during the soak.
 func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	sw, err := s.Load()
 	if err != nil {
 		return nil, err
+	}
+	if sw == nil || sw.Previous == "" {
+		// switch.json missing (or without a previous slot) during the
+		// soak of an open blue-green transaction: the transaction names
+		// the way back.
+		if t, terr := s.transaction(); terr == nil {
+			if a, aerr := s.Active(); aerr == nil {
+				if bg := soakingTxn(t, a); bg != nil {
+					sw = &Record{Phase: PhaseSwitched, Target: a, Previous: bg.Slots.Active}
+				}
+			}
+		}
 	}
 	if sw == nil || sw.Previous == "" {
 		return nil, &ConflictError{"there is no previous slot to switch back to (no switch recorded)"}
