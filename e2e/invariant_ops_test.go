@@ -26,7 +26,8 @@ import (
 
 // damageKinds: what can be done to each state file.
 var damageKinds = map[string][]string{
-	"active":      {"empty", "dir", "symlink", "twolines", "zz"},
+	"active":      {"empty", "dir", "symlink", "twolines", "zz", "delete"},
+	"slots":       {"delete"},
 	"switch":      {"truncate", "empty", "dir"},
 	"slot-a":      {"truncate", "empty", "dir", "symlink"},
 	"slot-b":      {"truncate", "empty", "dir", "symlink"},
@@ -43,6 +44,8 @@ func (q *seqSite) damageFile(target string) string {
 		return q.state("switch.json")
 	case "transaction":
 		return q.state("journal", "transaction.json")
+	case "slots":
+		return q.state("slots")
 	case "history":
 		return q.state("journal", "history.jsonl")
 	}
@@ -54,6 +57,11 @@ func (q *seqSite) damageFile(target string) string {
 func (q *seqSite) damage(target, kind string) (bool, error) {
 	p := q.damageFile(target)
 	fi, err := os.Lstat(p)
+	if target == "slots" && err == nil && fi.IsDir() {
+		// rm -rf <state>/slots: every record removed from outside while
+		// the slots run.
+		return true, os.RemoveAll(p)
+	}
 	if err != nil || !fi.Mode().IsRegular() {
 		return false, nil
 	}
@@ -206,7 +214,7 @@ func (g *gen) op() string {
 		{4, func() string { return "repair" }},
 		{5, func() string { return "health " + g.slot() + " " + g.pick("ok", "broken") }},
 		{5, func() string {
-			targets := []string{"active", "switch", "slot-a", "slot-b", "transaction", "history"}
+			targets := []string{"active", "switch", "slot-a", "slot-b", "transaction", "history", "slots"}
 			t := g.pick(targets...)
 			return "damage " + t + " " + g.pick(damageKinds[t]...)
 		}},

@@ -119,6 +119,7 @@ type histEvent struct {
 	Phase  string `json:"phase"`
 	Status string `json:"status"`
 	Slot   string `json:"slot"`
+	Detail string `json:"detail"`
 }
 
 // history reads the complete lines of history.jsonl.
@@ -140,16 +141,19 @@ func (r *seqRun) history() []histEvent {
 // stillDamaged reports whether a target this sequence damaged still is.
 func (r *seqRun) stillDamaged(target string) bool {
 	switch target {
-	case "active":
+	case "active", "slots":
 		a, ok := r.pointer()
 		if !ok {
 			return true
 		}
 		if a == "" {
-			return false
+			return r.lostPointer()
 		}
 		if _, ok := r.record(a); ok {
 			return false
+		}
+		if target == "slots" && !r.createdPerHistory(a) {
+			return false // the pointer's own damage (a destroyed slot) is the active target's
 		}
 		// A pointer to a slot with no record: damage, except while a
 		// recreate of that slot rebuilds it.
@@ -198,6 +202,44 @@ func (r *seqRun) stillDamaged(target string) bool {
 	}
 	_, ok := r.record(sl)
 	return !ok
+}
+
+// lostPointer reports whether a missing pointer is damage: the switch
+// record names a slot that exists (its record, or the history's create),
+// other than a first switch interrupted before it wrote the pointer, or a
+// slot's record says it passed its gate.
+func (r *seqRun) lostPointer() bool {
+	if b, exists, ok := readRegular(r.q.state("switch.json")); exists && ok {
+		var sw struct{ Phase, Target, Previous string }
+		if json.Unmarshal(b, &sw) == nil && sw.Target != "" && !(sw.Phase == "SWITCHING" && sw.Previous == "") {
+			if _, err := os.Lstat(r.q.state("slots", sw.Target+".json")); err == nil || r.createdPerHistory(sw.Target) {
+				return true
+			}
+		}
+	}
+	for _, sl := range []string{"a", "b"} {
+		if rec, ok := r.record(sl); ok && rec.Gate != nil && rec.Gate.Passed {
+			return true
+		}
+	}
+	return false
+}
+
+// createdPerHistory reports whether the history's last create or destroy
+// of slot sl is a create (its record removed from outside).
+func (r *seqRun) createdPerHistory(sl string) bool {
+	created := false
+	for _, e := range r.history() {
+		if e.Type == "slot" && e.Slot == sl {
+			switch e.Detail {
+			case "create":
+				created = true
+			case "destroy", "gone":
+				created = false
+			}
+		}
+	}
+	return created
 }
 
 // openInHistory is the transaction the history shows begun and not ended

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -231,6 +232,31 @@ func stepConflict(d *state.Dir, step string) error {
 
 func envStep() string { return os.Getenv(EnvStep) }
 
+// firstInstall is the first install's sequence from the first step that
+// works on this site: the slot created, a package deployed, its gate
+// recorded, the switch to it. (A slot whose gate passed makes a missing
+// pointer damage: its repair is the switch.)
+func (s *Session) firstInstall() string {
+	steps := []string{"kubectl bundle-slot create a", "kubectl bundle-verify --stage PACKAGE --key KEY", "kubectl bundle-slot deploy a PACKAGE",
+		"kubectl bundle-gate --slot a --record", "kubectl bundle-switch to a"}
+	names, _ := slot.List(s.Dir)
+	for _, n := range names {
+		rec, err := slot.Load(s.Dir, n)
+		if err != nil || rec.State != slot.StateReady {
+			continue
+		}
+		steps = steps[1:]
+		if rec.Package != nil {
+			steps = steps[2:]
+		}
+		for i := range steps {
+			steps[i] = strings.ReplaceAll(steps[i], " a", " "+n)
+		}
+		break
+	}
+	return strings.Join(steps, ", then ")
+}
+
 // GuardBegin checks, before a transaction is opened, that its slots agree
 // with the state: the slot a strategy names as active is the active one,
 // the candidate is not protected, and blue-green has an active slot to
@@ -241,8 +267,8 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 		return err
 	}
 	if st == journal.BlueGreen && p.Active == "" {
-		return errkind.New(errkind.Environment, "no slot is active yet: blue-green builds a candidate next to the active slot, never from none; make the first install onto a new slot (%s PACKAGE --key KEY, or %s PACKAGE --key KEY), or make a slot that already serves active (kubectl bundle-switch to SLOT), then update with blue-green",
-			journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.Recreate))
+		return errkind.New(errkind.Environment, "no slot is active yet: blue-green builds a candidate next to the active slot, never from none; make the first install by hand (in-place and recreate update an active slot too), first step: %s; then update with blue-green",
+			s.firstInstall())
 	}
 	if active != "" && p.Active != "" && active != p.Active {
 		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
