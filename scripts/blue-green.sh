@@ -65,7 +65,7 @@ apply() {
     # fresh site (blue-green builds next to an active slot, never from
     # none: it names the first install), or a pointer that is damaged or
     # names a slot with no record (it names the repair).
-    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" -q
+    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" "${BEGIN_ARGS[@]}" -q
   fi
   local candidate digest
   candidate=$(txn slots.candidate)

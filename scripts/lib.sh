@@ -43,6 +43,9 @@ VERIFY_ARGS=()
 YES_ARGS=()
 DEPLOY_ARGS=()
 GATE_ARGS=()
+# BEGIN_ARGS record this run's gate in the transaction, so that the next
+# command journal status prints gates the same way.
+BEGIN_ARGS=()
 # RERUN_ARGS are this run's options with absolute paths, for the command
 # printed to run next; SELF is this script, absolute.
 RERUN_ARGS=()
@@ -154,8 +157,8 @@ parse_args() {
         RERUN_ARGS+=("$1" "$2")
         shift 2 ;;
       --yes) YES_ARGS=(--yes); RERUN_ARGS+=(--yes); shift ;;
-      --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
-      --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
+      --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); BEGIN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
+      --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); BEGIN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
       --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
       --offline-wait) OFFLINE_WAIT=$2; RERUN_ARGS+=(--offline-wait "$2"); shift 2 ;;
       -h | --help) usage; exit 0 ;;
@@ -359,7 +362,7 @@ begin_on_active() {
   local active
   active=$(active_slot)
   [ -n "$active" ] || refuse 3 "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
-  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" -q
+  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" "${BEGIN_ARGS[@]}" -q
 }
 
 # resume RECOVER RECOVERY_PHASE: what a previous run left decides what

@@ -45,6 +45,7 @@ type Event struct {
 	Package  string `json:"package,omitempty"`
 	Fallback string `json:"fallback,omitempty"`
 	Slots    *Slots `json:"slots,omitempty"`
+	Gate     *Gate  `json:"gate,omitempty"`
 }
 
 // History is history.jsonl as read.

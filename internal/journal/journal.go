@@ -158,6 +158,8 @@ type BeginOptions struct {
 	Package  string // the path the operator named, if any
 	Fallback string
 	Slots    Slots
+	// Gate is the script's gate, carried by the next command (nil: none).
+	Gate *Gate
 }
 
 // Begin opens a transaction. With one already open it fails with a
@@ -173,12 +175,12 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 	now := j.now()
 	id := newID(now)
 	t := &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: id, Strategy: o.Strategy, Target: o.Target,
-		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Phase: Begun, Status: StatusDone,
+		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Gate: o.Gate, Phase: Begun, Status: StatusDone,
 		Steps:     []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now}},
 		CreatedAt: now}
 	slots := o.Slots
 	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target,
-		Package: o.Package, Fallback: o.Fallback, Slots: &slots}
+		Package: o.Package, Fallback: o.Fallback, Slots: &slots, Gate: o.Gate}
 	return t, j.commit(t, seq, ev)
 }
 

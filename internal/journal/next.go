@@ -122,6 +122,7 @@ func NextWithSoak(t *Transaction, v *Verification, soak *Soak) NextStep {
 	run = append(run, shellWord(pkgArg(t)))
 	material := v.Args()
 	run = append(run, material...)
+	run = append(run, t.Gate.Args()...)
 	apply := strings.Join(run, " ")
 	hint := ""
 	if material == nil {

@@ -93,3 +93,19 @@ func TestNextAfterTheSoakWindow(t *testing.T) {
 		t.Errorf("still soaking: %+v", n)
 	}
 }
+
+// A transaction begun with the script's gate: the next command re-runs the
+// script gating the same way (the flags it was run with).
+func TestNextCarriesTheGate(t *testing.T) {
+	tx := &Transaction{ID: "x", Strategy: InPlace, Target: strings.Repeat("1", 64), Package: "/p/pkg.tar.zst",
+		Slots: Slots{Active: "a"}, Phase: Deploying, Status: StatusStarted, Gate: &Gate{File: "/g/gate file.yaml", Timeout: "1s"},
+		Steps: []Step{{Phase: Deploying, Status: StatusStarted, Attempts: 1}}}
+	n := NextWith(tx, &Verification{Key: "/k/cosign.pub"})
+	if want := " /p/pkg.tar.zst --key /k/cosign.pub --gate '/g/gate file.yaml' --gate-timeout 1s"; !strings.HasSuffix(n.Command, want) {
+		t.Errorf("next: %q, want it to end with %q", n.Command, want)
+	}
+	tx.Gate = nil
+	if n := NextWith(tx, &Verification{Key: "/k/cosign.pub"}); strings.Contains(n.Command, "--gate") {
+		t.Errorf("next without a gate: %q", n.Command)
+	}
+}

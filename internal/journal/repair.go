@@ -259,7 +259,7 @@ func rebuild(h *History, open *Event) *Transaction {
 		switch ev.Type {
 		case EventBegin:
 			t = &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: ev.TxnID, Strategy: ev.Strategy, Target: ev.Target,
-				Package: ev.Package, Fallback: ev.Fallback, Phase: Begun, Status: StatusDone, CreatedAt: at,
+				Package: ev.Package, Fallback: ev.Fallback, Gate: ev.Gate, Phase: Begun, Status: StatusDone, CreatedAt: at,
 				Steps: []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: at, EndedAt: &at}}}
 			if ev.Slots != nil {
 				t.Slots = *ev.Slots

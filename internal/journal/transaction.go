@@ -26,23 +26,48 @@ type Slots struct {
 	Candidate string `json:"candidate,omitempty"`
 }
 
+// Gate is a strategy script's gate: its --gate file (absolute) and
+// --gate-timeout.
+type Gate struct {
+	File    string `json:"file,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Args are g as the scripts' flags (nil for none).
+func (g *Gate) Args() []string {
+	var a []string
+	if g == nil {
+		return nil
+	}
+	if g.File != "" {
+		a = append(a, "--gate", shellWord(g.File))
+	}
+	if g.Timeout != "" {
+		a = append(a, "--gate-timeout", shellWord(g.Timeout))
+	}
+	return a
+}
+
 // Transaction is journal/transaction.json.
 type Transaction struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	ID         string    `json:"id"`
-	Strategy   Strategy  `json:"strategy"`
-	Target     string    `json:"target"`
-	Package    string    `json:"package,omitempty"`
-	Fallback   string    `json:"fallback,omitempty"`
-	Slots      Slots     `json:"slots"`
-	Phase      Phase     `json:"phase"`
-	Status     string    `json:"status"`
-	Steps      []Step    `json:"steps"`
-	LastError  string    `json:"lastError,omitempty"`
-	Seq        int64     `json:"seq"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	ID         string   `json:"id"`
+	Strategy   Strategy `json:"strategy"`
+	Target     string   `json:"target"`
+	Package    string   `json:"package,omitempty"`
+	Fallback   string   `json:"fallback,omitempty"`
+	Slots      Slots    `json:"slots"`
+	// Gate is the gate the script runs its steps with, so that the next
+	// command re-runs it gating the same way.
+	Gate      *Gate     `json:"gate,omitempty"`
+	Phase     Phase     `json:"phase"`
+	Status    string    `json:"status"`
+	Steps     []Step    `json:"steps"`
+	LastError string    `json:"lastError,omitempty"`
+	Seq       int64     `json:"seq"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// LastEvent is the history line of the last write: if a crash lost it
 	// from history.jsonl, the next mutating command appends it.
 	LastEvent Event `json:"lastEvent"`

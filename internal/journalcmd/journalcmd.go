@@ -57,6 +57,8 @@ func Command(streams kcli.IOStreams) *cli.Command {
 					&cli.StringFlag{Name: "fallback", Usage: "the known-good package to return to: a staged digest or path (default: the package deployed in the active slot)"},
 					&cli.StringFlag{Name: "active", Usage: "the active slot (blue-green)"},
 					&cli.StringFlag{Name: "candidate", Usage: "the candidate slot (blue-green)"},
+					&cli.StringFlag{Name: "gate", Usage: "the gate file the script runs its steps with (kept absolute), for the next command", TakesFile: true},
+					&cli.StringFlag{Name: "gate-timeout", Usage: "the script's --gate-timeout, for the next command"},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
@@ -186,7 +188,16 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots})
+	var gate *journal.Gate
+	if g, gt := cmd.String("gate"), cmd.String("gate-timeout"); g != "" || gt != "" {
+		if g != "" {
+			if abs, err := filepath.Abs(g); err == nil {
+				g = abs
+			}
+		}
+		gate = &journal.Gate{File: g, Timeout: gt}
+	}
+	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots, Gate: gate})
 	if err != nil {
 		return err
 	}
