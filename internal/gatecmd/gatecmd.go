@@ -388,3 +388,48 @@ func progressLine(w io.Writer, rs []gate.Result) {
 	}
 	fmt.Fprintf(w, "\r\033[K%s", line)
 }
+
+// OnSlot runs a gate against slot rec's cluster as kubectl bundle-gate
+// --slot does, waiting up to timeout: file is the gate file ("" for the
+// built-in gate), kubeconfig the caller's when the record names none. The
+// failing checks go to streams.ErrOut. A gate that does not pass is a
+// Negative error naming them; an unreachable cluster is Environment.
+func OnSlot(ctx context.Context, streams kcli.IOStreams, rec *slot.Record, kubeconfig, file string, timeout time.Duration) error {
+	g, err := loadGate(streams, file)
+	if err != nil {
+		return err
+	}
+	if rec.Kubeconfig != "" {
+		kubeconfig = rec.Kubeconfig
+	}
+	target, err := kubeflags.ResolveNamed(kubeconfig, rec.Context, "", true)
+	if err != nil {
+		return err
+	}
+	cluster, err := gate.NewCluster("", target.Config)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	cluster.DefaultNamespace = target.Namespace
+	opts := gate.Options{Timeout: timeout, Runner: runner.Exec{}, Slot: rec.Name}
+	if rec.RegistryPort > 0 {
+		opts.SlotRegistries = []string{"127.0.0.1:" + strconv.Itoa(rec.RegistryPort)}
+	}
+	rep, err := gate.Run(ctx, g, cluster, opts)
+	if err != nil {
+		return fmt.Errorf("gating slot %s: %w", rec.Name, err)
+	}
+	if rep.Passed {
+		return nil
+	}
+	printTable(streams.ErrOut, rep, false)
+	var failed []string
+	for _, r := range rep.Failed() {
+		failed = append(failed, r.Name)
+	}
+	what := "failing: " + strings.Join(failed, ", ")
+	if rep.TimedOut {
+		what += fmt.Sprintf("; waited %s", timeout)
+	}
+	return errkind.New(errkind.Negative, "%s", what)
+}

@@ -48,7 +48,6 @@ func Set(cmd *cli.Command) bool {
 // Resolve builds the connection from the flags, with kubeconfig and
 // context overriding the flags when non-empty (a slot's record).
 func Resolve(_ context.Context, cmd *cli.Command, kubeconfig, kubeContext string) (*Target, error) {
-	cf := genericclioptions.NewConfigFlags(false)
 	kc, ctxName, ns := cmd.String("kubeconfig"), cmd.String("context"), cmd.String("namespace")
 	if kubeconfig != "" {
 		kc = kubeconfig
@@ -56,6 +55,14 @@ func Resolve(_ context.Context, cmd *cli.Command, kubeconfig, kubeContext string
 	if kubeContext != "" {
 		ctxName = kubeContext
 	}
+	return ResolveNamed(kc, ctxName, ns, kubeconfig != "" || kubeContext != "")
+}
+
+// ResolveNamed builds the connection from a kubeconfig file, a context and
+// a namespace ("" for kubectl's defaults); fromRecord says a slot's record
+// named them (then what is gone is damaged state, exit 3, not usage).
+func ResolveNamed(kc, ctxName, ns string, fromRecord bool) (*Target, error) {
+	cf := genericclioptions.NewConfigFlags(false)
 	cf.KubeConfig, cf.Context, cf.Namespace = &kc, &ctxName, &ns
 	loader := cf.ToRawKubeConfigLoader()
 	cfg, err := loader.ClientConfig()
@@ -63,7 +70,7 @@ func Resolve(_ context.Context, cmd *cli.Command, kubeconfig, kubeContext string
 		err = fmt.Errorf("loading the kubeconfig: %w (check --kubeconfig, --context and $KUBECONFIG)", err)
 		// A slot's record naming what is gone is damaged state; the
 		// operator naming it is a usage error.
-		if kubeconfig == "" && kubeContext == "" && namesNothing(loader, kc, ctxName) {
+		if !fromRecord && namesNothing(loader, kc, ctxName) {
 			return nil, errkind.Wrap(errkind.Usage, err)
 		}
 		return nil, errkind.Wrap(errkind.Environment, err)

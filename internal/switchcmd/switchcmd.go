@@ -14,6 +14,8 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
@@ -74,7 +76,12 @@ func Command(streams kcli.IOStreams) *cli.Command {
 					&cli.DurationFlag{Name: "max-gate-age", Value: 15 * time.Minute, Usage: "how old SLOT's last passing gate may be"},
 					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
 				}, Action: with(true, to)},
-			{Name: "back", Usage: "during the soak, return to the previous slot", ArgsUsage: " ", Action: with(true, back)},
+			{Name: "back", Usage: "during the soak, return to the previous slot once it passes its gate", ArgsUsage: " ",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "gate", Usage: "the gate file the previous slot must pass before the switch (default the open transaction's, else $KUBECTL_BUNDLE_GATE, else the built-in gate)", TakesFile: true},
+					&cli.DurationFlag{Name: "gate-timeout", Usage: "how long that gate waits (default the open transaction's, else $KUBECTL_BUNDLE_GATE_TIMEOUT, else 10m)"},
+					&cli.BoolFlag{Name: "force", Usage: "switch back without gating the previous slot (said and recorded in the history)"},
+				}, Action: with(true, back)},
 			{Name: "accept", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); until then say when it ends and exit 1"}},
 				Action: with(true, accept)},
@@ -154,11 +161,66 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err := noArgs(cmd); err != nil {
 		return err
 	}
-	rec, err := s.sw.Back(ctx)
+	s.sw.GateBack = func(ctx context.Context, name string) error {
+		file, timeout, err := backGate(cmd, s)
+		if err != nil {
+			return err
+		}
+		rec, err := slot.Load(s.Dir, name)
+		if err != nil {
+			return err
+		}
+		if !s.common.Quiet {
+			fmt.Fprintf(s.streams.ErrOut, "gating slot %s (%s, up to %s) before switching back to it\n", name, orDefault(file), timeout)
+		}
+		return gatecmd.OnSlot(ctx, s.streams, rec, s.sw.Kubeconfig, file, timeout)
+	}
+	rec, err := s.sw.Back(ctx, cmd.Bool("force"))
 	if err != nil {
 		return err
 	}
 	return s.report(ctx, fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: kubectl bundle-slot destroy %s", rec.Target, rec.Previous, rec.Previous))
+}
+
+// backGate is the gate back runs against the previous slot: --gate and
+// --gate-timeout, else the open transaction's (the strategy script's),
+// else the site's ($KUBECTL_BUNDLE_GATE, $KUBECTL_BUNDLE_GATE_TIMEOUT),
+// else the built-in gate and its 10m.
+func backGate(cmd *cli.Command, s *session) (file string, timeout time.Duration, err error) {
+	var recorded *journal.Gate
+	if t, err := s.Journal.Load(); err == nil && t != nil {
+		recorded = t.Gate
+	}
+	file, tv := cmd.String("gate"), ""
+	if recorded != nil {
+		if file == "" {
+			file = recorded.File
+		}
+		tv = recorded.Timeout
+	}
+	if file == "" {
+		file = os.Getenv("KUBECTL_BUNDLE_GATE")
+	}
+	if tv == "" {
+		tv = os.Getenv("KUBECTL_BUNDLE_GATE_TIMEOUT")
+	}
+	timeout = 10 * time.Minute
+	if cmd.IsSet("gate-timeout") {
+		return file, cmd.Duration("gate-timeout"), nil
+	}
+	if tv != "" {
+		if timeout, err = time.ParseDuration(tv); err != nil {
+			return "", 0, kcli.Usage("the gate timeout %q: %v (pass --gate-timeout)", tv, err)
+		}
+	}
+	return file, timeout, nil
+}
+
+func orDefault(file string) string {
+	if file == "" {
+		return "the built-in gate"
+	}
+	return file
 }
 
 func accept(_ context.Context, cmd *cli.Command, s *session) error {

@@ -56,8 +56,12 @@ type Switcher struct {
 	Kubeconfig string
 	SoakWindow time.Duration
 	MaxGateAge time.Duration
-	Now        func() time.Time
-	Log        io.Writer
+	// GateBack runs the gate against the slot Back returns to, before it
+	// switches: nil for a pass, a Negative error when the gate fails. Nil
+	// GateBack: Back refuses unless forced, as it cannot check.
+	GateBack func(ctx context.Context, slot string) error
+	Now      func() time.Time
+	Log      io.Writer
 }
 
 func (s *Switcher) now() time.Time {
@@ -442,8 +446,31 @@ func soakingTxn(t *journal.Transaction, target string) *journal.Transaction {
 	return nil
 }
 
-// Back returns to the previous slot during the soak.
-func (s *Switcher) Back(ctx context.Context) (*Record, error) {
+// BackGateError is Back's refusal: the previous slot fails its gate, so
+// nothing was switched and the candidate keeps serving. An environment
+// error (exit 3): the previous deployment is broken.
+type BackGateError struct {
+	Previous, Active string
+	Err              error
+}
+
+func (e *BackGateError) Error() string {
+	return fmt.Sprintf("slot %s, the previous slot, fails its gate (%v): nothing was switched, slot %s stays active and is kept. "+
+		"See what fails: kubectl bundle-gate --slot %s; once it passes, run kubectl bundle-switch back again; "+
+		"to switch back anyway: kubectl bundle-switch back --force; or keep slot %s: kubectl bundle-switch accept",
+		e.Previous, e.Err, e.Active, e.Previous, e.Active)
+}
+
+func (e *BackGateError) Unwrap() error { return e.Err }
+
+// ErrorKind: the previous deployment is broken (exit 3).
+func (e *BackGateError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// Back returns to the previous slot during the soak. Unless force, the
+// previous slot must pass its gate first (GateBack): a revert never
+// switches to a slot that is broken. Resuming an interrupted switch back
+// is not gated again (the pointer may already name that slot).
+func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	sw, err := s.Load()
 	if err != nil {
 		return nil, err
@@ -485,6 +512,22 @@ func (s *Switcher) Back(ctx context.Context) (*Record, error) {
 	from, to := sw.Target, sw.Previous
 	if sw.Phase == PhaseSwitchingBack {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
+	}
+	if sw.Phase != PhaseSwitchingBack {
+		switch {
+		case force:
+			s.logf("switching back to slot %s WITHOUT gating it (--force): it may be broken", to)
+			s.event("back --force (ungated)", to, from)
+		case s.GateBack == nil:
+			return nil, &BackGateError{Previous: to, Active: from, Err: errors.New("no gate can be run here")}
+		default:
+			if err := s.GateBack(ctx, to); err != nil {
+				if errkind.Of(err) == errkind.Negative {
+					return nil, &BackGateError{Previous: to, Active: from, Err: err}
+				}
+				return nil, fmt.Errorf("gating slot %s before switching back to it: %w", to, err)
+			}
+		}
 	}
 	var out *Record
 	err = s.phaseStep(blueGreen(t), journal.SwitchedBack, func() error {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -43,7 +44,8 @@ func newSite(t *testing.T) (*Switcher, *fakes.Machine) {
 		}
 	}
 	s := &Switcher{Dir: d, Run: run, AliasContext: "kind-airgap-mgmt", RegistryAlias: "krops-registry", Network: "kind",
-		Kubeconfig: kubeconfig, SoakWindow: time.Hour, MaxGateAge: time.Hour, Now: func() time.Time { return t0 }}
+		Kubeconfig: kubeconfig, SoakWindow: time.Hour, MaxGateAge: time.Hour, Now: func() time.Time { return t0 },
+		GateBack: func(context.Context, string) error { return nil }}
 	if _, err := s.To(context.Background(), "a", false); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestToBackAccept(t *testing.T) {
 	}
 	wantAt(t, s, fm, "b")
 
-	rec, err = s.Back(ctx)
+	rec, err = s.Back(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +154,13 @@ func TestRerunsAreNoOps(t *testing.T) {
 		}
 	}
 	wantAt(t, s, fm, "b")
-	if _, err := s.Back(ctx); err != nil {
+	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := fm.ResetCalls(); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.Back(ctx)
+	rec, err := s.Back(ctx, false)
 	if err != nil || rec.Phase != PhaseSwitchedBack || len(fm.Calls()) != 0 {
 		t.Errorf("second back: %+v, %v, calls %q", rec, err, fm.Calls())
 	}
@@ -211,7 +213,7 @@ func TestRefusals(t *testing.T) {
 	var conflict *ConflictError
 
 	// No switch yet besides the initial one: nothing to go back to.
-	if _, err := s.Back(ctx); !errors.As(err, &conflict) {
+	if _, err := s.Back(ctx, false); !errors.As(err, &conflict) {
 		t.Errorf("back with no previous slot: %v", err)
 	}
 
@@ -245,7 +247,7 @@ func TestRefusals(t *testing.T) {
 	if _, err := s.To(ctx, "b", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Back(ctx); err != nil {
+	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Accept(false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "nothing is soaking (switch phase SWITCHED_BACK)") {
@@ -258,7 +260,7 @@ func TestRefusals(t *testing.T) {
 	if _, err := s.Accept(false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Back(ctx); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "was accepted") {
+	if _, err := s.Back(ctx, false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "was accepted") {
 		t.Errorf("back after accept: %v", err)
 	}
 	wantAt(t, s, fm, "b")
@@ -298,7 +300,7 @@ func TestToPreviousDuringABlueGreenSoakIsTheRevert(t *testing.T) {
 		t.Fatalf("transaction: %+v", tx)
 	}
 	// The revert works: back to a, SWITCHED_BACK recorded.
-	if _, err := s.Back(ctx); err != nil {
+	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	wantAt(t, s, fm, "a")
@@ -350,6 +352,53 @@ func TestSwitchDuringAStartedStep(t *testing.T) {
 	}
 	if _, err := s.To(ctx, "a", true); err != nil {
 		t.Fatalf("the forced repair of the emptied pointer after the owner died: %v", err)
+	}
+	wantAt(t, s, fm, "a")
+}
+
+// TestBackGatesThePreviousSlot: back runs the gate against the slot it
+// returns to before anything moves; a failing gate refuses (exit 3,
+// naming --force and accept) with everything still at the candidate, and
+// --force switches back without gating.
+func TestBackGatesThePreviousSlot(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	if _, err := s.To(ctx, "b", false); err != nil {
+		t.Fatal(err)
+	}
+	var gated []string
+	s.GateBack = func(_ context.Context, sl string) error {
+		gated = append(gated, sl)
+		return errkind.New(errkind.Negative, "gate failed: healthy")
+	}
+	_, err := s.Back(ctx, false)
+	var refused *BackGateError
+	if !errors.As(err, &refused) || errkind.Of(err) != errkind.Environment {
+		t.Fatalf("back with a failing gate: %v, want a BackGateError (environment)", err)
+	}
+	for _, want := range []string{"slot a, the previous slot, fails its gate", "slot b stays active", "kubectl bundle-switch back --force", "kubectl bundle-switch accept"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if !slices.Equal(gated, []string{"a"}) {
+		t.Errorf("gated %v, want [a]", gated)
+	}
+	wantAt(t, s, fm, "b")
+	if sw, _ := s.Load(); sw.Phase != PhaseSwitched || sw.Target != "b" {
+		t.Errorf("switch record after the refusal: %+v", sw)
+	}
+	s.GateBack = nil // cannot gate: refuses too
+	if _, err := s.Back(ctx, false); !errors.As(err, &refused) {
+		t.Fatalf("back with no gate: %v", err)
+	}
+	wantAt(t, s, fm, "b")
+	rec, err := s.Back(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Target != "a" || rec.Phase != PhaseSwitchedBack {
+		t.Errorf("forced back: %+v", rec)
 	}
 	wantAt(t, s, fm, "a")
 }
