@@ -78,6 +78,8 @@ type before struct {
 	gateTimes map[string]time.Time
 	damaged   []string // targets damaged before the op
 	health    map[string]bool
+	// switchPhase is switch.json's phase ("" when none or unreadable).
+	switchPhase string
 }
 
 func (r *seqRun) observe() before {
@@ -86,6 +88,14 @@ func (r *seqRun) observe() before {
 	b.active, _ = r.pointer()
 	b.soaking, _ = r.soaking()
 	b.histLen = len(r.history())
+	if raw, exists, ok := readRegular(r.q.state("switch.json")); exists && ok {
+		var sw struct {
+			Phase string `json:"phase"`
+		}
+		if json.Unmarshal(raw, &sw) == nil {
+			b.switchPhase = sw.Phase
+		}
+	}
 	for _, sl := range []string{"a", "b"} {
 		if rec, ok := r.record(sl); ok && rec.Gate != nil {
 			b.gateTimes[sl] = rec.Gate.Time
@@ -464,6 +474,14 @@ func (r *seqRun) checkI4(pre before, argv []string, res result) *violation {
 		case rec.Gate == nil || !rec.Gate.Passed || rec.Package == nil || rec.Gate.Package != rec.Package.Digest:
 			return r.fail("I4", "%s exited 0 with the active slot %s's last gate not a pass for the package it holds", strings.Join(argv, " "), active)
 		}
+	}
+	// A revert (the script's, or switch back without --force) that exits 0
+	// has returned to a slot that passes its gate (switch back finishing
+	// an interrupted switch back moves no further and gates nothing).
+	revert := (isScript(argv) && len(argv) > 1 && argv[1] == "revert" && !hasFlag(argv, "--force")) ||
+		(len(argv) > 1 && argv[0] == "kubectl-bundle-switch" && argv[1] == "back" && !hasFlag(argv, "--force") && pre.switchPhase == "SWITCHED")
+	if revert && res.code == 0 && !r.q.inv.healthy(active) {
+		return r.fail("I4", "%s exited 0 with the active slot %s failing its gate:\n%s", strings.Join(argv, " "), active, tail(res.out))
 	}
 	if len(argv) > 1 && argv[0] == "kubectl-bundle-gate" && hasFlag(argv, "--record") && res.code == 0 {
 		sl := argv[slices.Index(argv, "--slot")+1]

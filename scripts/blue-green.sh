@@ -5,7 +5,9 @@
 #
 #   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
 #   blue-green.sh accept [--yes] [--log FILE]  end the soak; retire the old slot
-#   blue-green.sh revert [--yes] [--log FILE]  during the soak: switch back; destroy the candidate
+#   blue-green.sh revert [--yes] [--force] [--gate FILE] [--gate-timeout D] [--log FILE]
+#                     during the soak: gate the previous slot, switch back, gate
+#                     it again, destroy the candidate (--force: even when it fails)
 #   (accept and revert list what the discarded slot holds first; with any,
 #   a terminal asks, and without one they need --yes)
 #   blue-green.sh status
@@ -15,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # rollback destroys the candidate (never the active slot) and closes the
@@ -25,8 +27,20 @@ rollback() {
   candidate=$(txn slots.candidate)
   fail "$1"
   close_if_untouched "nothing was built; slot $(txn slots.active) untouched"
+  recorded_gate
+  local active
+  active=$(txn slots.active)
   if step DESTROYING "$SLOT" destroy "$candidate" && step ROLLED_BACK true && kb "$JOURNAL" end -q; then
     pass "candidate slot $candidate destroyed; the active slot was not touched"
+    # The previous deployment is said to be in place only once it passed
+    # its gate.
+    if ! gate_in_place "$active"; then
+      fail "gate of the active slot $active"
+      echo "BROKEN: the update was rolled back (candidate slot $candidate destroyed), but the active slot $active fails its gate: the previous deployment is NOT confirmed in place" >&2
+      echo "see what fails: kubectl bundle-gate --slot $active $(quoted "${GATE_ARGS[@]}")" >&2
+      finish 3 "the active slot $active fails its gate; see BROKEN above"
+    fi
+    pass "slot $active passed its gate"
     finish 1
   fi
   fail "destroying candidate slot $candidate"
@@ -124,22 +138,72 @@ accept() {
   finish 0
 }
 
+# revert: during the soak, return to the previous slot. Its gate (--gate,
+# else the one the update was begun with, else the site's default) runs
+# BEFORE the switch: when it fails nothing is switched or destroyed, the
+# candidate keeps serving, and the run exits 3 naming what helps. After the
+# switch the gate runs again; only then is the candidate retired and the
+# previous deployment said to be in place. --force reverts anyway (said,
+# and the run still exits 3 while the previous slot fails its gate).
 revert() {
-  parse_args "$@"
+  local force=() args=() a
+  for a in "$@"; do
+    if [ "$a" = "--force" ]; then force=(--force); else args+=("$a"); fi
+  done
+  parse_args "${args[@]}"
   check_open blue-green
   [ -n "$(txn id)" ] || refuse 4 "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
-  local candidate
+  recorded_gate
+  local candidate previous broken=""
   candidate=$(txn slots.candidate)
+  previous=$(txn slots.active)
   done_phase DESTROYING || confirm_losses "$candidate" "revert"
   if ! done_phase SWITCHED_BACK; then
-    kb "$SWITCH" back || { fail "switching back: re-run this command"; finish 3; }
+    if ! gate_in_place "$previous"; then
+      fail "gate of the previous slot $previous"
+      if [ "${#force[@]}" -eq 0 ]; then
+        echo "BROKEN: slot $previous, the previous deployment, fails its gate: nothing was switched or destroyed; slot $candidate stays active and keeps serving (transaction $(txn id) stays open, soaking)" >&2
+        revert_help "$previous"
+        echo "or keep the update: $(quoted "$SELF" accept "${RERUN_ARGS[@]}")" >&2
+        finish 3 "the previous slot $previous fails its gate: nothing was switched; see BROKEN above"
+      fi
+      echo "reverting anyway (--force): switching back to slot $previous, which fails its gate" >&2
+    fi
+    local switch_args=()
+    [ -z "$GATE_FILE" ] || switch_args+=(--gate "$GATE_FILE")
+    [ -z "$GATE_TIMEOUT" ] || switch_args+=(--gate-timeout "$GATE_TIMEOUT")
+    kb "$SWITCH" back "${switch_args[@]}" "${force[@]}" || { fail "switching back: re-run this command"; finish 3; }
   fi
-  pass "switched back to slot $(txn slots.active)"
+  pass "switched back to slot $previous"
+  if ! gate_in_place "$previous"; then
+    fail "gate of slot $previous after the switch back"
+    if [ "${#force[@]}" -eq 0 ]; then
+      echo "BROKEN: switched back to slot $previous, but it fails its gate: candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK)" >&2
+      revert_help "$previous"
+      finish 3 "slot $previous fails its gate after the switch back; see BROKEN above"
+    fi
+    broken=1
+  else
+    pass "slot $previous passed its gate"
+  fi
   step DESTROYING "$SLOT" destroy "$candidate" || { fail "destroying slot $candidate"; finish 3; }
   step ROLLED_BACK true
   kb "$JOURNAL" end -q
   pass "candidate slot $candidate destroyed"
+  if [ -n "$broken" ]; then
+    echo "BROKEN: reverted with --force: slot $previous is active but fails its gate; the previous deployment is NOT confirmed in place" >&2
+    echo "see what fails: kubectl bundle-gate --slot $previous $(quoted "${GATE_ARGS[@]}")" >&2
+    finish 3 "slot $previous is active but fails its gate; see BROKEN above"
+  fi
+  echo "the previous deployment is in place: slot $previous is active and passed its gate"
   finish 0
+}
+
+# revert_help SLOT: what helps when the previous slot SLOT fails its gate.
+revert_help() {
+  echo "see what fails: kubectl bundle-gate --slot $1 $(quoted "${GATE_ARGS[@]}")" >&2
+  echo "once it passes, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
+  echo "to revert anyway: $(quoted "$SELF" revert "${RERUN_ARGS[@]}" --force)" >&2
 }
 
 status() {

@@ -46,6 +46,10 @@ GATE_ARGS=()
 # BEGIN_ARGS record this run's gate in the transaction, so that the next
 # command journal status prints gates the same way.
 BEGIN_ARGS=()
+# GATE_FILE and GATE_TIMEOUT are --gate (absolute) and --gate-timeout, ""
+# when not given.
+GATE_FILE=""
+GATE_TIMEOUT=""
 # RERUN_ARGS are this run's options with absolute paths, for the command
 # printed to run next; SELF is this script, absolute.
 RERUN_ARGS=()
@@ -157,8 +161,8 @@ parse_args() {
         RERUN_ARGS+=("$1" "$2")
         shift 2 ;;
       --yes) YES_ARGS=(--yes); RERUN_ARGS+=(--yes); shift ;;
-      --gate) GATE_ARGS+=(-f "$(abs "$2")"); RERUN_ARGS+=(--gate "$(abs "$2")"); BEGIN_ARGS+=(--gate "$(abs "$2")"); shift 2 ;;
-      --gate-timeout) GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); BEGIN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
+      --gate) GATE_FILE=$(abs "$2"); GATE_ARGS+=(-f "$GATE_FILE"); RERUN_ARGS+=(--gate "$GATE_FILE"); BEGIN_ARGS+=(--gate "$GATE_FILE"); shift 2 ;;
+      --gate-timeout) GATE_TIMEOUT=$2; GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); BEGIN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
       --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
       --offline-wait) OFFLINE_WAIT=$2; RERUN_ARGS+=(--offline-wait "$2"); shift 2 ;;
       -h | --help) usage; exit 0 ;;
@@ -313,6 +317,28 @@ recover() {
   step RESTORED true
   kb "$JOURNAL" end -q
   finish 1
+}
+
+# recorded_gate: without --gate and --gate-timeout, the gate the open
+# transaction was begun with (journal begin --gate), so that a revert or a
+# rollback gates as the update did.
+recorded_gate() {
+  local v
+  if [ -z "$GATE_FILE" ]; then
+    v=$(txn gate.file 2>/dev/null) || v=""
+    if [ -n "$v" ]; then GATE_FILE=$v; GATE_ARGS+=(-f "$v"); fi
+  fi
+  if [ -z "$GATE_TIMEOUT" ]; then
+    v=$(txn gate.timeout 2>/dev/null) || v=""
+    if [ -n "$v" ]; then GATE_TIMEOUT=$v; GATE_ARGS+=(--timeout "$v"); fi
+  fi
+  return 0
+}
+
+# gate_in_place SLOT: the previous deployment in SLOT passes its gate
+# (recorded in its slot record). Only then may a run say it is in place.
+gate_in_place() {
+  kb "$GATE" --slot "$1" --record "${GATE_ARGS[@]}"
 }
 
 # quoted ARGS...: ARGS as one line a shell reads back as the same words.
