@@ -15,7 +15,7 @@ import (
 func Docker() { exit(docker(os.Getenv, os.Args[1:], os.Stdout, os.Stderr)) }
 
 // Zarf is the fake zarf as a program, for testscript.Main.
-func Zarf() { exit(zarf(os.Getenv, os.Args[1:], os.Stderr)) }
+func Zarf() { exit(zarf(os.Getenv, os.Args[1:], os.Stdout, os.Stderr)) }
 
 // exit ends a fake program; inside a FAKE_KILL step it kills its process
 // group instead (the plugin that ran it, and the script that ran that).
@@ -50,7 +50,7 @@ func (r Runner) Run(_ context.Context, name string, args ...string) ([]byte, err
 	case "docker":
 		code = docker(r.getenv, args, &stdout, &stderr)
 	case "zarf":
-		code = zarf(r.getenv, args, &stderr)
+		code = zarf(r.getenv, args, &stdout, &stderr)
 	default:
 		code = reject(r.getenv, &stderr, name, args, &unsupported{"program " + name})
 	}

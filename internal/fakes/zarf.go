@@ -1,6 +1,7 @@
 package fakes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 )
 
 // zarfCommands is everything the fake zarf imitates, with the flags each
@@ -17,6 +20,9 @@ import (
 var zarfCommands = map[string]map[string]bool{
 	"init":           {"--registry-mode": true, "--registry-url": true, "--registry-push-username": true, "--registry-push-password": true, "--components": true, "--confirm": false, "--timeout": true, "--no-color": false},
 	"package deploy": {"--confirm": false, "--key": true, "--timeout": true, "--set-variables": true, "--no-color": false},
+	// The digest of an archive is computed by the real zarf ($ZARF): the
+	// fake cannot imitate its OCI manifest, and must not guess it.
+	"package inspect digest": {"--no-color": false},
 }
 
 // parseZarf finds the subcommand and parses its flags; positional
@@ -27,6 +33,8 @@ func parseZarf(argv []string) (string, map[string][]string, []string, error) {
 	switch {
 	case len(argv) > 0 && argv[0] == "init":
 		name, rest = "init", argv[1:]
+	case len(argv) > 2 && argv[0] == "package" && argv[1] == "inspect":
+		name, rest = "package inspect "+argv[2], argv[3:]
 	case len(argv) > 1 && argv[0] == "package":
 		name, rest = "package "+argv[1], argv[2:]
 	case len(argv) > 0:
@@ -67,7 +75,7 @@ func parseZarf(argv []string) (string, map[string][]string, []string, error) {
 // zarf is the fake zarf program: it records init and deploy against the
 // current context of $KUBECONFIG (the slot's own kubeconfig), and returns
 // its exit status.
-func zarf(e env, argv []string, stderr io.Writer) int {
+func zarf(e env, argv []string, stdout, stderr io.Writer) int {
 	ctxName := "(none)"
 	if kc := e("KUBECONFIG"); kc != "" {
 		if cfg, err := clientcmd.LoadFromFile(kc); err == nil {
@@ -93,6 +101,17 @@ func zarf(e env, argv []string, stderr io.Writer) int {
 		time.Sleep(time.Hour)
 	}
 	switch name {
+	case "package inspect digest":
+		real := e("ZARF")
+		if real == "" {
+			return fail("fake zarf: package inspect digest runs the real zarf: set $ZARF")
+		}
+		out, err := runner.Exec{}.Run(context.Background(), real, "package", "inspect", "digest", args[0], "--no-color")
+		if err != nil {
+			return fail("%v", err)
+		}
+		_, _ = stdout.Write(out)
+		return 0
 	case "init":
 		if e.fails("zarf-init") {
 			return fail("ERROR: failed to deploy init package: timed out waiting for the registry (FAKE_FAIL)")

@@ -166,6 +166,11 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		opts.OnEvaluate = func(rs []gate.Result) { progressLine(streams.ErrOut, rs) }
 	}
 	opts.Slot = slotName
+	if rec != nil && rec.Adopted {
+		// An adopted site's workload clusters keep their own, unsuffixed
+		// names: "-@slot" is dropped, as for a site not built in slots.
+		opts.Slot = ""
+	}
 	rep, err := gate.Run(ctx, g, cluster, opts)
 	if showProgress {
 		fmt.Fprint(streams.ErrOut, "\r\033[K")

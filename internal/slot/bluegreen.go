@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,7 +75,7 @@ func (m *Manager) preflightTaken(ctx context.Context, rep *PreflightReport, name
 		if s == candidate {
 			continue
 		}
-		if n, err := m.Config.NamesFor(s); err == nil {
+		if n, err := m.NamesOf(s); err == nil {
 			others = append(others, n)
 		}
 	}
@@ -85,8 +86,18 @@ func (m *Manager) preflightTaken(ctx context.Context, rep *PreflightReport, name
 			return
 		}
 	}
+	_, lerr := Load(m.Dir, candidate)
+	fresh := errors.As(lerr, new(*NotFoundError)) // leftovers on the daemon are no record's
 	var taken, unowned []string
 	for _, nm := range names {
+		if fresh {
+			for _, c := range containers {
+				if (c.Name == nm.Name || nm.Kind == bluegreen.KindWorkload && strings.HasPrefix(c.Name, nm.Name+"-")) &&
+					!slices.ContainsFunc(others, func(o *Names) bool { return owned(c.Name, o) }) {
+					taken = append(taken, fmt.Sprintf("%s: container %s is already on the Docker daemon", nm, c.Name))
+				}
+			}
+		}
 		for _, o := range others {
 			if belongs(nm.Name, o) {
 				taken = append(taken, fmt.Sprintf("%s is slot %s's", nm, o.Slot))
@@ -114,7 +125,10 @@ func (m *Manager) preflightTaken(ctx context.Context, rep *PreflightReport, name
 
 // belongs: name is one of n's derived names (cluster, registry, workloads).
 func belongs(name string, n *Names) bool {
-	return name == n.Registry || name == n.Cluster || strings.HasPrefix(name, n.Cluster+"-") || slices.Contains(n.Workloads, name) || ownedWorkload(name, n)
+	if name == n.Registry || name == n.Cluster || slices.Contains(n.Workloads, name) {
+		return true
+	}
+	return (strings.HasPrefix(name, n.Cluster+"-") && !n.derivedName(name)) || ownedWorkload(name, n)
 }
 
 func (m *Manager) otherSlot(s string) string {

@@ -429,6 +429,14 @@ type Names struct {
 	// Workloads are the CAPD workload clusters' names in this slot.
 	Workloads []string          `json:"workloads,omitempty"`
 	Variables map[string]string `json:"variables,omitempty"`
+	// Adopted: the names are an adopted site's own (its record's), not
+	// derived from the slot's name.
+	Adopted bool `json:"adopted,omitempty"`
+	// derived are every configured slot's derived names: an adopted
+	// slot's unsuffixed names are prefixes of theirs (airgap-wl of
+	// airgap-wl-b), so a name one of them derives is never the adopted
+	// slot's.
+	derived []*Names
 }
 
 // NamesFor derives a slot's names; the slot must be listed in Slots.

@@ -93,6 +93,9 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 }
 
 func (kindProvider) Destroy(ctx context.Context, m *Manager, rec *Record, n *Names) error {
+	if n.Adopted {
+		return m.destroyAdopted(ctx, rec, n)
+	}
 	if err := m.step(rec, "destroy", "cluster", func() error { return m.Kind.Delete(ctx, n.Cluster, rec.Kubeconfig) }); err != nil {
 		return err
 	}
@@ -132,6 +135,8 @@ func (p kindProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightR
 		rep.add("names", true, "cluster %s, registry %s and workload clusters %s are free", n.Cluster, n.Registry, strings.Join(n.Workloads, ", "))
 	}
 
+	p.preflightOthers(ctx, m, rep, n, ours)
+
 	port := strconv.Itoa(n.RegistryPort)
 	holder := ""
 	for _, c := range cs {
@@ -153,6 +158,47 @@ func (p kindProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightR
 	m.preflightInit(rep)
 }
 
+// preflightOthers: slot n's cluster is not a kind cluster already on the
+// daemon (kind get clusters) that no record of n claims, and none of its
+// names, its port or its context is another slot's: an adopted site keeps
+// names that are not derived from its slot, so derivation alone does not
+// keep two slots apart.
+func (kindProvider) preflightOthers(ctx context.Context, m *Manager, rep *PreflightReport, n *Names, ours bool) {
+	var clash []string
+	if !ours {
+		if ok, err := m.Kind.Exists(ctx, n.Cluster); err != nil {
+			clash = append(clash, fmt.Sprintf("listing kind clusters: %v", err))
+		} else if ok {
+			clash = append(clash, fmt.Sprintf("kind cluster %s already exists and no record of slot %s claims it (kind get clusters lists it)", n.Cluster, n.Slot))
+		}
+	}
+	if n.Context == m.Config.AliasContext {
+		clash = append(clash, fmt.Sprintf("context %s is the alias context, which follows the active slot", n.Context))
+	}
+	names, _ := List(m.Dir)
+	for _, s := range names {
+		rec, err := Load(m.Dir, s)
+		if s == n.Slot || err != nil {
+			continue
+		}
+		switch {
+		case rec.Cluster != "" && rec.Cluster == n.Cluster:
+			clash = append(clash, fmt.Sprintf("cluster %s is slot %s's", n.Cluster, s))
+		case rec.Registry != "" && rec.Registry == n.Registry:
+			clash = append(clash, fmt.Sprintf("registry %s is slot %s's", n.Registry, s))
+		case rec.RegistryPort != 0 && rec.RegistryPort == n.RegistryPort:
+			clash = append(clash, fmt.Sprintf("port %d is slot %s's registry's", n.RegistryPort, s))
+		case rec.Context == n.Context:
+			clash = append(clash, fmt.Sprintf("context %s is slot %s's", n.Context, s))
+		}
+	}
+	if len(clash) > 0 {
+		rep.add("others", false, "%s (set other names in config.yaml: clusterPrefix, registryName, registryPortBase)", strings.Join(clash, "; "))
+		return
+	}
+	rep.add("others", true, "no kind cluster, slot, port or context has slot %s's names", n.Slot)
+}
+
 // preflightMemory: with another slot running, its measured usage must fit
 // again in what Docker has free; else blue/green would starve both.
 func (kindProvider) preflightMemory(ctx context.Context, m *Manager, rep *PreflightReport, slotName string, info dockerInfo) {
@@ -163,7 +209,7 @@ func (kindProvider) preflightMemory(ctx context.Context, m *Manager, rep *Prefli
 			continue
 		}
 		if rec, err := Load(m.Dir, s); err == nil && rec.Provider == ProviderKind && rec.State == StateReady {
-			if on, err := m.Config.NamesFor(s); err == nil {
+			if on, err := m.NamesOf(s); err == nil {
 				others = append(others, on)
 			}
 		}
@@ -260,7 +306,7 @@ func (kindProvider) Running(ctx context.Context, m *Manager, n *Names) ([]string
 
 // owned reports whether container name belongs to slot n.
 func owned(name string, n *Names) bool {
-	if name == n.Registry || strings.HasPrefix(name, n.Cluster+"-") {
+	if name == n.Registry || strings.HasPrefix(name, n.Cluster+"-") && !n.derivedName(name) {
 		return true
 	}
 	return ownedWorkload(name, n)
@@ -268,7 +314,18 @@ func owned(name string, n *Names) bool {
 
 func ownedWorkload(name string, n *Names) bool {
 	for _, w := range n.Workloads {
-		if strings.HasPrefix(name, w+"-") {
+		if strings.HasPrefix(name, w+"-") && !n.derivedName(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// derivedName reports whether an adopted slot's name is one that a
+// configured slot derives: then it is that slot's, not the adopted one's.
+func (n *Names) derivedName(name string) bool {
+	for _, d := range n.derived {
+		if belongs(name, d) {
 			return true
 		}
 	}

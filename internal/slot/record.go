@@ -47,6 +47,13 @@ type Record struct {
 	// Seeded is what create pushed into the slot's registry (or found
 	// there already), by digest.
 	Seeded []seed.Result `json:"seeded,omitempty"`
+	// Adopted marks a site built before the slots and registered by
+	// kubectl bundle-slot adopt: its cluster, registry and workload
+	// clusters keep the site's own names (Cluster, Registry,
+	// RegistryPort, Workloads), not names derived from the slot's.
+	Adopted bool `json:"adopted,omitempty"`
+	// Workloads are an adopted slot's CAPD workload clusters (unsuffixed).
+	Workloads []string `json:"workloads,omitempty"`
 }
 
 // PackageRef is the package deployed into a slot.

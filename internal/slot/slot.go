@@ -398,7 +398,7 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 // cluster is left alone: only the record is dropped. It does not ask whether
 // the slot is protected: the command layer's session guard does first.
 func (m *Manager) Destroy(ctx context.Context, slotName string) error {
-	n, err := m.Config.NamesFor(slotName)
+	n, err := m.NamesOf(slotName)
 	if err != nil {
 		return err
 	}

@@ -60,10 +60,10 @@ Settings come from flags, then KUBECTL_BUNDLE_* variables, then
 
 // exitCodes is this binary's part of the suite's exit-code table.
 var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
-	errkind.Negative:    "deploy of a package verify has not accepted (without --insecure)",
+	errkind.Negative:    "deploy of a package verify has not accepted (without --insecure); adopt of an archive that fails verification or is not the package the site runs",
 	errkind.Usage:       "an unknown slot, a bad setting, a package path that does not exist",
 	errkind.Environment: "preflight found a blocker (Docker down, a port or name taken, too little memory or disk); docker, kind or zarf failed",
-	errkind.Conflict:    "locked; the slot exists with other settings; a protected slot (the active one, or the previous one during a soak) without --force",
+	errkind.Conflict:    "locked; the slot exists with other settings; a protected slot (the active one, or the previous one during a soak) without --force; adopt where a slot is active or recorded",
 })
 
 // Deps are the parts tests replace: the kind provider and the registry probe.
@@ -99,6 +99,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 				Flags: []cli.Flag{pkgFlag, forceFlag("build"),
 					&cli.StringSliceFlag{Name: "seed", Usage: "REF=PATH: push PATH (a directory as a Flux artifact, a Helm chart .tgz, an OCI layout; relative to the current directory) into the slot's registry as REF; repeatable; replaces config.yaml's seed: list"},
 				}, Action: slotArg(create, true)},
+			adoptCommand(slotArg(adopt, true)),
 			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},

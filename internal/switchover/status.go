@@ -98,7 +98,9 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		}
 		st.RegistryHolder = regOf[holder]
 		if act, err := slot.Load(s.Dir, st.Active); err == nil && act.Registry != "" {
-			st.RegistryAgree = st.RegistryHolder == st.Active
+			// An adopted site's registry is reached by its own name until a
+			// switch gives the alias to a slot.
+			st.RegistryAgree = st.RegistryHolder == st.Active || act.Adopted && st.RegistryHolder == ""
 		}
 	}
 	st.Consistent = st.KubeconfigAgree && st.RegistryAgree && st.Phase != PhaseSwitching && st.Phase != PhaseSwitchingBack

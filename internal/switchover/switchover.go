@@ -614,3 +614,36 @@ func (s *Switcher) event(what, to, from string) {
 	}
 	_ = s.Journal.Record(journal.Event{Type: "switch", Slot: to, Detail: detail, Status: "done"})
 }
+
+// Register makes target, a slot adopt just recorded on a site where no
+// slot was active, the active slot as an accepted switch with no previous
+// slot: the pointer, the switch record and the alias context (pointed at
+// the slot's own context). The registry alias is left alone: moving it
+// reconnects the site's registry container, which adopt does not touch;
+// the first switch gives it to the slot switched to.
+func (s *Switcher) Register(target string) error {
+	rec, err := slot.Load(s.Dir, target)
+	if err != nil {
+		return err
+	}
+	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
+		return err
+	}
+	sw := &Record{Phase: PhaseSwitching, Target: target}
+	if err := s.save(sw); err != nil {
+		return err
+	}
+	if err := state.WriteFile(s.Dir.Join(slot.ActiveFile), []byte(target+"\n")); err != nil {
+		return err
+	}
+	if err := pointAlias(s.Kubeconfig, s.AliasContext, rec.Context); err != nil {
+		return fmt.Errorf("pointing context %s at slot %s: %w", s.AliasContext, target, err)
+	}
+	s.logf("active slot: %s; context %s -> %s", target, s.AliasContext, rec.Context)
+	sw.Phase = PhaseAccepted
+	if err := s.save(sw); err != nil {
+		return err
+	}
+	s.event("to", target, "")
+	return nil
+}

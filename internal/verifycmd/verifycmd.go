@@ -14,6 +14,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
 
@@ -78,24 +79,92 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Usage:       "verify a Zarf package offline (container, checksums, signature, SBOMs) and optionally stage it",
 		ArgsUsage:   "PACKAGE",
 		Description: description + "\n\n" + exitCodes,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "key", Usage: "PEM public key (ECDSA, Ed25519 or RSA) as written by zarf tools gen-key or cosign", TakesFile: true},
-			&cli.StringFlag{Name: "certificate-identity", Usage: "keyless: the signing certificate's identity (SAN), exact"},
-			&cli.StringFlag{Name: "certificate-identity-regexp", Usage: "keyless: the signing certificate's identity (SAN), as a regexp"},
-			&cli.StringFlag{Name: "certificate-oidc-issuer", Usage: "keyless: the OIDC issuer in the certificate, exact"},
-			&cli.StringFlag{Name: "certificate-oidc-issuer-regexp", Usage: "keyless: the OIDC issuer in the certificate, as a regexp"},
-			&cli.StringFlag{Name: "trusted-root", Usage: "keyless: Sigstore trusted_root.json (default: the public-good root the pinned zarf embeds; verification is offline)", TakesFile: true},
+		Flags: append(PolicyFlags(),
 			&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"},
-			&cli.StringFlag{Name: "sbom", Usage: "require | if-present | skip (default: require when the package has images, files or data injections)"},
-			&cli.BoolFlag{Name: "require-digests", Usage: "every image pinned repo:tag@sha256:<digest>, stored as pinned (default: config.yaml's verify.requireDigests)"},
 			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
 			&cli.BoolFlag{Name: "policy", Usage: "print the verification policy in effect (flags, config.yaml, trusted root) and exit, without a PACKAGE"},
-		},
+		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return run(ctx, streams, cmd)
 		},
 	})
 
+}
+
+// PolicyFlags are the flags that say what a package's signature must be
+// (a key, or a keyless identity and issuer under a trusted root) and its
+// SBOM and digest-pin policies, over config.yaml's verify: section. A
+// command that verifies a package as kubectl bundle-verify does takes them
+// and calls VerifyAndStage.
+func PolicyFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "key", Usage: "PEM public key (ECDSA, Ed25519 or RSA) as written by zarf tools gen-key or cosign", TakesFile: true},
+		&cli.StringFlag{Name: "certificate-identity", Usage: "keyless: the signing certificate's identity (SAN), exact"},
+		&cli.StringFlag{Name: "certificate-identity-regexp", Usage: "keyless: the signing certificate's identity (SAN), as a regexp"},
+		&cli.StringFlag{Name: "certificate-oidc-issuer", Usage: "keyless: the OIDC issuer in the certificate, exact"},
+		&cli.StringFlag{Name: "certificate-oidc-issuer-regexp", Usage: "keyless: the OIDC issuer in the certificate, as a regexp"},
+		&cli.StringFlag{Name: "trusted-root", Usage: "keyless: Sigstore trusted_root.json (default: the public-good root the pinned zarf embeds; verification is offline)", TakesFile: true},
+		&cli.StringFlag{Name: "sbom", Usage: "require | if-present | skip (default: require when the package has images, files or data injections)"},
+		&cli.BoolFlag{Name: "require-digests", Usage: "every image pinned repo:tag@sha256:<digest>, stored as pinned (default: config.yaml's verify.requireDigests)"},
+	}
+}
+
+// VerifyAndStage verifies the package at path as kubectl bundle-verify
+// --stage does, with cmd's PolicyFlags over the site's config, and stages
+// it in dir (whose lock the caller holds). A package that fails a check is
+// an error of kind Negative naming the check; the report is returned
+// either way once verification ran.
+func VerifyAndStage(ctx context.Context, cmd *cli.Command, common *kcli.Common, dir *state.Dir, path string) (*verify.Report, error) {
+	name := strings.TrimSuffix(filepath.Base(path), ".part000")
+	if err := stage.ValidName(name); err != nil {
+		return nil, kcli.Usage("%v", err)
+	}
+	opts, _, err := options(cmd, common)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Signature.InsecureSkip {
+		return nil, kcli.Usage("the package's signature must be checked: give --key, or the keyless identity and issuer (or set them in config.yaml's verify:)")
+	}
+	v, err := verify.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	stager, err := stage.Begin(dir)
+	if err != nil {
+		return nil, kcli.Environment(err)
+	}
+	defer stager.Abort()
+	v.CopyTo(stager.Writer())
+	rep, err := v.Verify(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	rep.ToolVersion = kcli.ToolVersion()
+	if !rep.Verified {
+		c, _ := rep.FirstFailure()
+		return rep, kcli.Negative(fmt.Errorf("%s is NOT verified: %s: %s", path, c.Name, c.Detail))
+	}
+	if err := commit(stager, rep, opts, name, path); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// commit keeps the staged copy of a verified package with its record.
+func commit(stager *stage.Stager, rep *verify.Report, opts verify.Options, name, path string) error {
+	staged, err := stage.ReportOf(rep)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: staged, ToolVersion: kcli.ToolVersion(),
+		Key: opts.Signature.KeyPath, TrustedRoot: opts.Signature.TrustedRootPath, Source: path,
+		Unsigned: opts.Signature.InsecureSkip})
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	rep.Staged = &verify.Staged{Dir: res.Dir, Path: res.Path, AlreadyStaged: res.AlreadyStaged, Replaced: res.Replaced}
+	return nil
 }
 
 // Main runs the command with args (os.Args form) and returns the exit code.
@@ -163,17 +232,9 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	rep.ToolVersion = kcli.ToolVersion()
 	if rep.Verified && stager != nil {
-		staged, err := stage.ReportOf(rep)
-		if err != nil {
-			return kcli.Environment(err)
+		if err := commit(stager, rep, opts, name, path); err != nil {
+			return err
 		}
-		res, err := stager.Commit(rep.SHA256, name, stage.Record{Report: staged, ToolVersion: kcli.ToolVersion(),
-			Key: opts.Signature.KeyPath, TrustedRoot: opts.Signature.TrustedRootPath, Source: path,
-			Unsigned: opts.Signature.InsecureSkip})
-		if err != nil {
-			return kcli.Environment(err)
-		}
-		rep.Staged = &verify.Staged{Dir: res.Dir, Path: res.Path, AlreadyStaged: res.AlreadyStaged, Replaced: res.Replaced}
 	}
 	if err := writeReport(streams, common, rep); err != nil {
 		return kcli.Environment(err)

@@ -1,0 +1,141 @@
+package slotcmd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
+)
+
+const adoptDescription = `Registers a site built before the slots (offline-run.sh's kind cluster
+airgap-mgmt, its registry container krops-registry-airgap on port 5002, the
+context kind-airgap-mgmt, the workload cluster airgap-wl) as the active
+SLOT, without changing the cluster or its containers.
+
+It is a first install: refused (exit 4) while any slot is active or has a
+record, or a transaction is open. The archive is verified as kubectl
+bundle-verify verifies it (the same flags over config.yaml's verify:) and
+staged; the digest zarf computes for it must equal the one zarf recorded
+when it deployed the package (the secret zarf-package-<name> in namespace
+zarf): another package is exit 1, no record or no digest in it exit 3.
+
+The cluster's credentials are copied into a context of the slot's own
+(kind-<clusterPrefix>-SLOT, as create names it) and the alias context is
+pointed at it, so the alias can move to another slot and retiring this one
+never deletes it. The record keeps the site's names: the gate checks the
+unsuffixed workload clusters, a blue-green builds the other slot next to
+them, and destroy removes what the record names.`
+
+func adoptCommand(action cli.ActionFunc) *cli.Command {
+	d := slot.Defaults()
+	return &cli.Command{Name: "adopt", Usage: "register a running site (offline-run.sh's) as the active SLOT without changing it: a first install", ArgsUsage: "SLOT",
+		Description: adoptDescription,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "package", Usage: "the archive the site was deployed from (verified and staged here)", TakesFile: true},
+			&cli.StringFlag{Name: "cluster", Usage: "the site's kind cluster (default clusterPrefix: " + d.ClusterPrefix + "); its context is --context, default kind-<cluster>"},
+			&cli.StringFlag{Name: "registry", Usage: "the site's registry container (default registryName: " + d.RegistryName + ")"},
+			&cli.IntFlag{Name: "registry-port", Usage: fmt.Sprintf("its published host port (default registryPortBase: %d)", d.RegistryPortBase)},
+			&cli.StringSliceFlag{Name: "workload-clusters", Usage: "the site's CAPD workload clusters, unsuffixed (default workloadClusters: " + strings.Join(d.WorkloadClusters, ",") + ")"},
+		}, verifycmd.PolicyFlags()...),
+		Action: action}
+}
+
+func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
+	name, err := oneSlot(cmd)
+	if err != nil {
+		return err
+	}
+	pkg := cmd.String("package")
+	if pkg == "" {
+		return kcli.Usage("adopt needs the archive the site was deployed from: --package ARCHIVE")
+	}
+	cfg := s.m.Config
+	if _, err := cfg.NamesFor(name); err != nil {
+		return err
+	}
+	if cfg.Provider != slot.ProviderKind {
+		return kcli.Usage("adopt registers a kind site: it needs provider kind, config says %s", cfg.Provider)
+	}
+	if err := firstInstall(s, name); err != nil {
+		return err
+	}
+	o := cfg.AdoptDefaults()
+	if v := cmd.String("cluster"); v != "" {
+		o.Cluster, o.Context = v, "kind-"+v
+	}
+	if v := cmd.String("context"); v != "" {
+		o.Context = v
+	}
+	if v := cmd.String("registry"); v != "" {
+		o.Registry = v
+	}
+	if v := cmd.Int("registry-port"); v != 0 {
+		o.RegistryPort = int(v)
+	}
+	if v := cmd.StringSlice("workload-clusters"); len(v) > 0 {
+		o.Workloads = v
+	}
+	rep, err := verifycmd.VerifyAndStage(ctx, cmd, s.common, s.dir, pkg)
+	if err != nil {
+		return err
+	}
+	o.Package, o.Digest, o.Name, o.Version = rep.Staged.Path, rep.SHA256, rep.Package.Name, rep.Package.Version
+	res, err := s.m.Adopt(ctx, name, o)
+	if err != nil {
+		return err
+	}
+	sw := &switchover.Switcher{Dir: s.dir, Run: runner.Exec{}, Journal: s.Journal, AliasContext: cfg.AliasContext,
+		RegistryAlias: cfg.RegistryAlias, Network: cfg.Network, Kubeconfig: s.m.Kubeconfig, Now: time.Now, Log: s.m.Log}
+	if err := sw.Register(name); err != nil {
+		return fmt.Errorf("slot %s is recorded, but making it active failed: %w (kubectl bundle-switch to %s --force finishes it)", name, err, name)
+	}
+	if s.common.Output == kcli.OutputJSON {
+		return kcli.WriteJSON(s.streams.Out, res)
+	}
+	if s.common.Quiet {
+		return nil
+	}
+	r := res.Record
+	fmt.Fprintf(s.streams.Out, "slot %s adopted and active: %s, workload clusters %s\n", name, slot.Summary(r), strings.Join(r.Workloads, ", "))
+	fmt.Fprintf(s.streams.Out, "package: %s, zarf digest %s (as recorded in %s)\n", packageString(r.Package), res.ManifestDigest, res.Secret)
+	fmt.Fprintf(s.streams.Out, "context %s -> %s (the slot's own copy of %s's credentials)\n", cfg.AliasContext, r.Context, o.Context)
+	fmt.Fprintf(s.streams.Out, "next: record its gate: kubectl bundle-gate --slot %s --record\n", name)
+	return nil
+}
+
+// firstInstall refuses adopt unless the site has no slot yet: none is
+// active, none has a record, no transaction is open. Damaged state stops
+// it with its repair, as it stops every mutating command.
+func firstInstall(s *session, name string) error {
+	p, err := s.Protection()
+	if err != nil {
+		return err
+	}
+	refuse := func(why string) error {
+		return errkind.New(errkind.Conflict, "adopt is a first install and %s: it registers a site only where no slot exists yet (kubectl bundle-slot list shows the slots)", why)
+	}
+	if p.Active != "" {
+		return refuse("slot " + p.Active + " is active")
+	}
+	if p.Txn != nil {
+		return refuse(fmt.Sprintf("transaction %s is open (kubectl bundle-journal status)", p.Txn.ID))
+	}
+	names, err := slot.List(s.dir)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	if len(names) > 0 {
+		return refuse("slot " + strings.Join(names, ", ") + " has a record")
+	}
+	_ = name
+	return nil
+}
