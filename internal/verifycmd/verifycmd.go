@@ -79,16 +79,22 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Usage:       "verify a Zarf package offline (container, checksums, signature, SBOMs) and optionally stage it",
 		ArgsUsage:   "PACKAGE",
 		Description: description + "\n\n" + exitCodes,
-		Flags: append(PolicyFlags(),
-			&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"},
-			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
-			&cli.BoolFlag{Name: "policy", Usage: "print the verification policy in effect (flags, config.yaml, trusted root) and exit, without a PACKAGE"},
-		),
+		Flags:       flags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return run(ctx, streams, cmd)
 		},
 	})
 
+}
+
+// flags are PolicyFlags with verify's own, in the order --help lists them.
+func flags() []cli.Flag {
+	pf := PolicyFlags()
+	return append(append(append([]cli.Flag{}, pf[:6]...),
+		&cli.BoolFlag{Name: "insecure-skip-signature", Usage: "check integrity only, no signature (loudly reported; nobody vouches for the package)"}),
+		append(pf[6:],
+			&cli.BoolFlag{Name: "stage", Usage: "copy the package into the state dir in the same pass, kept only if every check passes"},
+			&cli.BoolFlag{Name: "policy", Usage: "print the verification policy in effect (flags, config.yaml, trusted root) and exit, without a PACKAGE"})...)
 }
 
 // PolicyFlags are the flags that say what a package's signature must be
