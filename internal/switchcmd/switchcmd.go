@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,7 +37,23 @@ A switch needs the target slot's last recorded gate to have passed within
 Interrupted at any instant, status shows where it stopped and re-running the
 same command completes it. Inside an open blue-green transaction, to records
 SWITCHED and starts SOAKING, back records SWITCHED_BACK, accept records
-ACCEPTED.`
+ACCEPTED.
+
+Switch modes (--mode), what the workload clusters do:
+
+  repoint   (default) only the pointer and the aliases move; each slot keeps
+            the workload clusters its package built (S2 rebuild)
+  pivot     the Cluster API objects of the workload clusters move from the
+            active slot's management cluster to SLOT's with clusterctl's
+            mover (S3), before the pointer; back moves them back. Refused
+            (exit 3, nothing moved) when SLOT's providers do not serve a
+            group/version/kind of the objects; when the previous slot would
+            not serve what SLOT hands back, the switch could not be reverted
+            and needs --yes. Each phase (pause, copy, delete on the source,
+            unpause on the target) is recorded in <state>/pivot.json and the
+            history: re-run after a crash, the switch finishes the move when
+            its deletes had begun (resumed) and otherwise undoes it and
+            unpauses the source (unpaused), says which, and goes on.`
 
 // exitCodes is this binary's part of the suite's exit-code table.
 var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
@@ -75,6 +92,8 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "max-gate-age", Value: 15 * time.Minute, Usage: "how old SLOT's last passing gate may be"},
 					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
+					&cli.StringFlag{Name: "mode", Usage: "repoint (default: the workload clusters stay with their slot) or pivot (move their Cluster API objects to SLOT)"},
+					&cli.BoolFlag{Name: "yes", Usage: "with --mode pivot: pivot even when the previous slot could not take the objects back (no revert)"},
 				}, Action: with(true, to)},
 			{Name: "back", Usage: "during the soak, return to the previous slot once it passes its gate", ArgsUsage: " ",
 				Flags: []cli.Flag{
@@ -149,11 +168,16 @@ func to(ctx context.Context, cmd *cli.Command, s *session) error {
 	if cmd.Args().Len() != 1 {
 		return kcli.Usage("to takes one SLOT (e.g. b)")
 	}
+	mode, err := switchover.ParseMode(cmd.String("mode"))
+	if err != nil {
+		return kcli.Usage("%v", err)
+	}
+	s.sw.Mode, s.sw.Yes = mode, cmd.Bool("yes")
 	rec, err := s.sw.To(ctx, cmd.Args().First(), cmd.Bool("force"))
 	if err != nil {
 		return err
 	}
-	return s.report(ctx, fmt.Sprintf("switched to slot %s (previous: %s); soaking for %s: kubectl bundle-switch back reverts, kubectl bundle-switch accept ends it",
+	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched to slot %s (previous: %s); soaking for %s: kubectl bundle-switch back reverts, kubectl bundle-switch accept ends it",
 		rec.Target, orNone(rec.Previous), rec.SoakWindow))
 }
 
@@ -179,7 +203,7 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	return s.report(ctx, fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: kubectl bundle-slot destroy %s", rec.Target, rec.Previous, rec.Previous))
+	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: kubectl bundle-slot destroy %s", rec.Target, rec.Previous, rec.Previous))
 }
 
 // backGate is the gate back runs against the previous slot: --gate and
@@ -274,6 +298,19 @@ func (s *session) report(ctx context.Context, msg string) error {
 		fmt.Fprintln(s.streams.Out, msg)
 	}
 	return nil
+}
+
+// pivotNote says what a pivot did, as the first lines of the report.
+func pivotNote(sw *switchover.Switcher) string {
+	res := sw.Pivoted()
+	if res == nil {
+		return ""
+	}
+	note := ""
+	if res.Recovered != "" {
+		note = strings.ToUpper(res.Recovered) + ": " + res.RecoveredNote + "\n"
+	}
+	return note + fmt.Sprintf("pivoted %d Cluster API objects\n", res.Moved)
 }
 
 func orNone(s string) string {

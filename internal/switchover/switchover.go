@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -39,7 +40,10 @@ type Record struct {
 	Previous    string    `json:"previous,omitempty"`
 	SoakStarted time.Time `json:"soakStarted,omitzero"`
 	SoakWindow  string    `json:"soakWindow,omitempty"`
-	Updated     time.Time `json:"updated"`
+	// Mode is how the workload clusters followed the switch (ModePivot:
+	// their Cluster API objects moved to the target; back moves them back).
+	Mode    string    `json:"mode,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // Switcher performs switches. The cmd layer holds the state dir's lock.
@@ -60,9 +64,19 @@ type Switcher struct {
 	// switches: nil for a pass, a Negative error when the gate fails. Nil
 	// GateBack: Back refuses unless forced, as it cannot check.
 	GateBack func(ctx context.Context, slot string) error
-	Now      func() time.Time
-	Log      io.Writer
+	// Mode is the switch mode of To (ModeRepoint or ModePivot); a resumed
+	// switch keeps the mode it began with.
+	Mode string
+	// Yes accepts a pivot that a revert could not move back.
+	Yes bool
+	Now func() time.Time
+	Log io.Writer
+
+	pivoted *pivot.Result
 }
+
+// Pivoted is what the last To or Back moved with ModePivot (nil without).
+func (s *Switcher) Pivoted() *pivot.Result { return s.pivoted }
 
 func (s *Switcher) now() time.Time {
 	if s.Now != nil {
@@ -251,15 +265,23 @@ func (s *Switcher) checkGate(rec *slot.Record) error {
 
 // move performs the pointer flip and the alias moves to target; previous
 // is recorded for back. Each part checks before it writes.
-func (s *Switcher) move(ctx context.Context, target, previous, during, after string) (*Record, error) {
+func (s *Switcher) move(ctx context.Context, target, previous, during, after, mode string) (*Record, error) {
 	rec, err := slot.Load(s.Dir, target)
 	if err != nil {
 		return nil, err
 	}
-	sw := &Record{Phase: during, Target: target, Previous: previous}
+	sw := &Record{Phase: during, Target: target, Previous: previous, Mode: mode}
 	state.CrashPoint("switch:before-intent")
 	if err := s.save(sw); err != nil {
 		return nil, err
+	}
+	if mode == ModePivot {
+		// The workload clusters move before the pointer: until they are
+		// on target, the previous slot stays the one that manages them.
+		// The way back was checked before the switch began.
+		if err := s.pivotObjects(ctx, previous, target, true); err != nil {
+			return nil, err
+		}
 	}
 	if a, err := s.Active(); err != nil && !isDamage(err) {
 		return nil, err
@@ -370,6 +392,16 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
 	}
+	mode := s.Mode
+	if resuming {
+		mode = sw.Mode
+	}
+	if interrupted, err := s.interruptedPivot(); err != nil {
+		return nil, err
+	} else if interrupted && mode != ModePivot {
+		s.logf("a pivot did not finish: this switch resumes or undoes it first (mode pivot)")
+		mode = ModePivot
+	}
 	// Re-pointing the aliases at the slot that is active and accepted (status
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
 	// So is writing back a lost pointer after a switch back.
@@ -393,6 +425,20 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if bg := soakingTxn(t, target); previous == "" && !realign && bg != nil {
 		previous = bg.Slots.Active
 	}
+	if mode == ModePivot && !resuming {
+		// Every precondition of the pivot, before the first write.
+		if previous == "" {
+			return nil, &ConflictError{fmt.Sprintf("--mode pivot moves the workload clusters from the active slot to %s, and no other slot is active", target)}
+		}
+		plan, err := s.PivotPlan(ctx, previous, target)
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Check(s.Yes); err != nil {
+			return nil, err
+		}
+		s.logf("%s", plan.Summary())
+	}
 	// A damaged entry that is not a file (a directory) cannot be replaced
 	// by a rename: it is moved aside first, kept for inspection.
 	for _, f := range []struct {
@@ -412,7 +458,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	var out *Record
 	doMove := func() error {
-		out, err = s.move(ctx, target, previous, PhaseSwitching, after)
+		out, err = s.move(ctx, target, previous, PhaseSwitching, after, mode)
 		return err
 	}
 	bg := blueGreen(t)
@@ -529,9 +575,20 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 			}
 		}
 	}
+	if sw.Mode == ModePivot && sw.Phase != PhaseSwitchingBack {
+		// The way back must be served before the pointer moves.
+		plan, err := s.PivotPlan(ctx, from, to)
+		if err != nil {
+			return nil, err
+		}
+		if err := plan.Check(true); err != nil {
+			return nil, err
+		}
+		s.logf("%s", plan.Summary())
+	}
 	var out *Record
 	err = s.phaseStep(blueGreen(t), journal.SwitchedBack, func() error {
-		out, err = s.move(ctx, to, from, PhaseSwitchingBack, PhaseSwitchedBack)
+		out, err = s.move(ctx, to, from, PhaseSwitchingBack, PhaseSwitchedBack, sw.Mode)
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,178 @@
+package pivot
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+)
+
+// Plan is what a pivot would move and whether both sides serve it.
+type Plan struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Types are the kinds with objects to move, at the version the mover
+	// reads them in (the source's storage version), with their counts.
+	Types []TypeCount `json:"types"`
+	// MissingOnTarget are the moved group/version/kinds the target does
+	// not serve: the pivot is refused.
+	MissingOnTarget []schema.GroupVersionKind `json:"missingOnTarget,omitempty"`
+	// MissingOnSource are the group/version/kinds the target would hand
+	// back (its storage versions) that the source does not serve.
+	MissingOnSource []schema.GroupVersionKind `json:"missingOnSource,omitempty"`
+	// Revertible says whether a revert could move the objects back.
+	Revertible bool `json:"revertible"`
+}
+
+// TypeCount is one moved kind and how many objects of it there are.
+type TypeCount struct {
+	schema.GroupVersionKind
+	Count int `json:"count"`
+}
+
+// Summary says in one sentence what will move and whether it can go back.
+func (p *Plan) Summary() string {
+	var kinds []string
+	for _, t := range p.Types {
+		kinds = append(kinds, fmt.Sprintf("%d %s", t.Count, t.Kind))
+	}
+	what := "no Cluster API objects"
+	if len(kinds) > 0 {
+		what = strings.Join(kinds, ", ")
+	}
+	rev := "revertible: slot " + p.From + " serves every version slot " + p.To + " would hand back"
+	if !p.Revertible {
+		rev = "NOT revertible: slot " + p.From + " does not serve " + joinTypes(p.MissingOnSource)
+	}
+	return fmt.Sprintf("pivot from slot %s to slot %s: %s (and their secrets); %s", p.From, p.To, what, rev)
+}
+
+// Check refuses a plan the target cannot take, and one that cannot be
+// reverted unless yes.
+func (p *Plan) Check(yes bool) error {
+	if len(p.MissingOnTarget) > 0 {
+		return &UnservedError{Plan: p}
+	}
+	if !p.Revertible && !yes {
+		return &NotRevertibleError{Plan: p}
+	}
+	return nil
+}
+
+// UnservedError is a pivot refused before anything moved: the target's
+// providers do not serve a version of the objects to move.
+type UnservedError struct{ Plan *Plan }
+
+func (e *UnservedError) Error() string {
+	return fmt.Sprintf("slot %s cannot take the Cluster API objects of slot %s: its providers do not serve %s; nothing was moved. Deploy a package whose providers serve these versions into slot %s, or keep the workload clusters on slot %s (S2 rebuild, S1 repoint, in-place)",
+		e.Plan.To, e.Plan.From, joinTypes(e.Plan.MissingOnTarget), e.Plan.To, e.Plan.From)
+}
+
+// ErrorKind: a precondition of the strategy is missing.
+func (e *UnservedError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+func joinTypes(gvks []schema.GroupVersionKind) string {
+	var s []string
+	for _, g := range gvks {
+		s = append(s, g.GroupVersion().String()+", Kind="+g.Kind)
+	}
+	return strings.Join(s, "; ")
+}
+
+// crdInfo is what the preflight needs of one CRD.
+type crdInfo struct {
+	storage  string
+	served   map[string]bool
+	plural   string
+	labelled bool
+}
+
+func readCRDs(ctx context.Context, c client.Client) (map[schema.GroupKind]crdInfo, error) {
+	var list apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing the CustomResourceDefinitions: %w", err)
+	}
+	out := map[schema.GroupKind]crdInfo{}
+	for _, crd := range list.Items {
+		info := crdInfo{served: map[string]bool{}, plural: crd.Spec.Names.Plural}
+		_, info.labelled = crd.Labels[clusterctlv1.ClusterctlLabel]
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				info.served[v.Name] = true
+			}
+			if v.Storage {
+				info.storage = v.Name
+			}
+		}
+		out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = info
+	}
+	return out, nil
+}
+
+// Preflight reads both management clusters: which kinds the mover would
+// take from from (the CRDs clusterctl labels, at their storage version,
+// with at least one object in namespace), whether to serves each at that
+// version, and whether from serves what to would hand back (to's storage
+// versions). It changes nothing.
+func Preflight(ctx context.Context, from, to Endpoint, namespace string) (*Plan, error) {
+	fromC, err := from.proxy().NewClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reaching slot %s's management cluster (context %s): %w", from.Slot, from.Context, err)
+	}
+	toC, err := to.proxy().NewClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reaching slot %s's management cluster (context %s): %w", to.Slot, to.Context, err)
+	}
+	fromCRDs, err := readCRDs(ctx, fromC)
+	if err != nil {
+		return nil, fmt.Errorf("slot %s: %w", from.Slot, err)
+	}
+	toCRDs, err := readCRDs(ctx, toC)
+	if err != nil {
+		return nil, fmt.Errorf("slot %s: %w", to.Slot, err)
+	}
+	plan := &Plan{From: from.Slot, To: to.Slot, Revertible: true}
+	gks := make([]schema.GroupKind, 0, len(fromCRDs))
+	for gk, info := range fromCRDs {
+		// clusterctl's own inventory stays with each cluster's providers.
+		if info.labelled && gk.Group != clusterctlv1.GroupVersion.Group {
+			gks = append(gks, gk)
+		}
+	}
+	sort.Slice(gks, func(i, j int) bool { return gks[i].String() < gks[j].String() })
+	for _, gk := range gks {
+		info := fromCRDs[gk]
+		gvk := gk.WithVersion(info.storage)
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		var opts []client.ListOption
+		if namespace != "" {
+			opts = append(opts, client.InNamespace(namespace))
+		}
+		if err := fromC.List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("listing %s on slot %s: %w", gvk, from.Slot, err)
+		}
+		if len(list.Items) == 0 {
+			continue
+		}
+		plan.Types = append(plan.Types, TypeCount{GroupVersionKind: gvk, Count: len(list.Items)})
+		target, ok := toCRDs[gk]
+		if !ok || !target.served[info.storage] {
+			plan.MissingOnTarget = append(plan.MissingOnTarget, gvk)
+			continue
+		}
+		if !info.served[target.storage] {
+			plan.MissingOnSource = append(plan.MissingOnSource, gk.WithVersion(target.storage))
+		}
+	}
+	plan.Revertible = len(plan.MissingOnTarget) == 0 && len(plan.MissingOnSource) == 0
+	return plan, nil
+}

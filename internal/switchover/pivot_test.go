@@ -1,0 +1,142 @@
+package switchover
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
+)
+
+// TestSwitchPivotAndBack switches from slot a to slot b with --mode pivot
+// on two real API servers holding the Cluster API, kubeadm and CAPD CRDs:
+// the workload cluster's objects move to b and the pointer follows; back
+// during the soak moves them to a again; a switch whose target no longer
+// serves a moved kind is refused before the pointer or any object moves.
+func TestSwitchPivotAndBack(t *testing.T) {
+	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", nil)
+	const ns = "airgap-workloads"
+	a.Graph(t, ns, "airgap-wl-a")
+
+	root := t.TempDir()
+	d, err := state.Open(filepath.Join(root, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(root, "kubeconfig")
+	data, err := testenv.Kubeconfigs(map[string]*rest.Config{"kind-airgap-mgmt-a": a.Config, "kind-airgap-mgmt-b": b.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, sl := range []string{"a", "b"} {
+		rec := &slot.Record{Name: sl, Provider: "existing", Context: "kind-airgap-mgmt-" + sl, State: slot.StateReady,
+			Gate: &slot.GateResult{Gate: "default", Passed: true, Time: now}}
+		if err := slot.Save(d, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log strings.Builder
+	s := &Switcher{Dir: d, Run: runner.Exec{}, Journal: journal.New(d), AliasContext: "kind-airgap-mgmt", Kubeconfig: kubeconfig,
+		SoakWindow: time.Hour, MaxGateAge: time.Hour, Log: &log,
+		GateBack: func(context.Context, string) error { return nil }}
+	ctx := context.Background()
+	if _, err := s.To(ctx, "a", false); err != nil {
+		t.Fatal(err)
+	}
+
+	s.Mode = ModePivot
+	sw, err := s.To(ctx, "b", false)
+	if err != nil {
+		t.Fatalf("switch to b --mode pivot: %v\n%s", err, log.String())
+	}
+	if sw.Mode != ModePivot || sw.Previous != "a" || s.Pivoted() == nil || s.Pivoted().Moved < 18 {
+		t.Errorf("switch record %+v, pivoted %+v: want mode pivot from a with the 18 objects", sw, s.Pivoted())
+	}
+	pivottest.RequireWhole(t, b, a, ns)
+	if act, _ := slot.ReadActive(d); act != "b" {
+		t.Errorf("active = %q after the pivot, want b", act)
+	}
+	if !strings.Contains(log.String(), "revertible: slot a serves") {
+		t.Errorf("the switch did not say the pivot is revertible before it:\n%s", log.String())
+	}
+	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []string
+	for _, ev := range h.Events {
+		if ev.Type == "pivot" {
+			phases = append(phases, ev.Detail+" "+ev.Status)
+		}
+	}
+	if got := strings.Join(phases, "\n"); !strings.Contains(got, "pivot a -> b: COPYING started") || !strings.Contains(got, "pivot a -> b: UNPAUSING done") {
+		t.Errorf("the history does not record the pivot's phases:\n%s", got)
+	}
+
+	// A revert during the soak moves the objects back.
+	s.Mode = ModeRepoint // back follows the switch record, not the flag
+	if _, err := s.Back(ctx, false); err != nil {
+		t.Fatalf("back: %v\n%s", err, log.String())
+	}
+	pivottest.RequireWhole(t, a, b, ns)
+	if act, _ := slot.ReadActive(d); act != "a" {
+		t.Errorf("active = %q after back, want a", act)
+	}
+
+	// Slot b loses the DockerMachine kind (a package whose CAPD does not
+	// serve it): the next pivot is refused before anything moves.
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "dockermachines.infrastructure.cluster.x-k8s.io"}}
+	if err := b.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitGone(ctx, b, crd); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(d.Join(RecordFile))
+	s.Mode = ModePivot
+	_, err = s.To(ctx, "b", false)
+	var ue *pivot.UnservedError
+	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment || !strings.Contains(err.Error(), "infrastructure.cluster.x-k8s.io/v1beta2, Kind=DockerMachine") {
+		t.Fatalf("switch to b --mode pivot with b not serving DockerMachine: %v, want exit 3 naming it", err)
+	}
+	if act, _ := slot.ReadActive(d); act != "a" {
+		t.Errorf("active = %q after the refused pivot, want a", act)
+	}
+	if after, _ := os.ReadFile(d.Join(RecordFile)); string(after) != string(before) {
+		t.Errorf("the refused pivot rewrote switch.json:\n%s", after)
+	}
+	if n, m := len(a.Objects(t, ns, "Machine")), len(b.Objects(t, ns, "Cluster")); n != 2 || m != 0 {
+		t.Errorf("after the refused pivot slot a has %d Machines (want 2) and slot b %d Clusters (want 0)", n, m)
+	}
+}
+
+func waitGone(ctx context.Context, s *pivottest.Site, crd *apiextensionsv1.CustomResourceDefinition) error {
+	for range 300 {
+		err := s.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, crd)
+		if err != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the CRD was not removed within 30s")
+}
