@@ -77,7 +77,9 @@ func TestPivotMovesAndReverts(t *testing.T) {
 		t.Errorf("events %v, want %v", events, want)
 	}
 
-	// The revert during the soak: the same pivot the other way.
+	// The revert during the soak: the same pivot the other way, once
+	// slot b's providers rebuilt the status.
+	b.Provisioned(t, ns)
 	opts.From, opts.To = ep(b), ep(a)
 	if _, err := Run(context.Background(), opts); err != nil {
 		t.Fatalf("pivot b -> a: %v\n%s", err, log.String())
@@ -214,6 +216,7 @@ func TestPivotKilled(t *testing.T) {
 			t.Errorf("%s: the re-run does not say %q:\n%s", c.at, c.recovered, out)
 		}
 		pivottest.RequireWhole(t, to, from, ns)
+		to.Provisioned(t, ns)
 		if t.Failed() {
 			t.Fatalf("after the kill at %s and the re-run:\n%s", c.at, out)
 		}

@@ -94,6 +94,7 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	}
 
 	// A revert during the soak moves the objects back.
+	b.Provisioned(t, ns) // slot b's providers rebuild the status
 	s.Mode = ModeRepoint // back follows the switch record, not the flag
 	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatalf("back: %v\n%s", err, log.String())

@@ -6,6 +6,7 @@ package pivottest
 import (
 	"context"
 	"fmt"
+	"github.com/go-logr/logr"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	capdv1 "sigs.k8s.io/cluster-api/test/infrastructure/docker/api/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
@@ -121,6 +123,7 @@ type Site struct {
 // edit) and clusterctl's provider inventory, and writes its kubeconfig.
 func StartSite(t testing.TB, slot string, edit func(*apiextensionsv1.CustomResourceDefinition)) *Site {
 	t.Helper()
+	ctrllog.SetLogger(logr.Discard())
 	cfg := testenv.Start(t)
 	installCRDs(t, cfg, edit)
 	data, err := testenv.Kubeconfig(cfg, "mgmt-"+slot)
@@ -208,11 +211,7 @@ spec:
   clusterNetwork: {pods: {cidrBlocks: [192.168.0.0/16]}, services: {cidrBlocks: [10.128.0.0/12]}}
   controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: WL-control-plane}
   infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerCluster, name: WL}
-`, nil, map[string]any{
-		"initialization": map[string]any{"infrastructureProvisioned": true, "controlPlaneInitialized": true},
-		"conditions": []any{map[string]any{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized",
-			"lastTransitionTime": "2026-01-01T00:00:00Z"}},
-	})
+`, nil, clusterStatus)
 	a(`apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: DockerCluster
 metadata: {name: WL, namespace: NS, labels: {cluster.x-k8s.io/cluster-name: WL}}
@@ -230,7 +229,7 @@ spec:
   replicas: 1
   version: v1.34.0
   machineTemplate: {spec: {infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: WL-control-plane}}}
-  kubeadmConfigSpec: {}
+  kubeadmConfigSpec: {format: cloud-config}
 `, on(cl))
 	_ = cpTmpl
 	a(`apiVersion: v1
@@ -263,7 +262,7 @@ spec:
 	a(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
 kind: KubeadmConfigTemplate
 metadata: {name: WL-md-0, namespace: NS}
-spec: {template: {spec: {}}}
+spec: {template: {spec: {format: cloud-config}}}
 `, on(cl))
 	a(`apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: DockerMachineTemplate
@@ -298,7 +297,7 @@ spec:
   version: v1.34.0
   bootstrap: {configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: MACHINE}, dataSecretName: MACHINE}
   infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachine, name: MACHINE}
-`), on(m.owner), map[string]any{"nodeRef": map[string]any{"name": r.Replace(m.name)}})
+`), on(m.owner), machineStatus(r.Replace(m.name)))
 		a(mr.Replace(`apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: DockerMachine
 metadata: {name: MACHINE, namespace: NS, labels: {cluster.x-k8s.io/cluster-name: WL}}
@@ -307,7 +306,7 @@ spec: {providerID: docker:////MACHINE}
 		kc := a(mr.Replace(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
 kind: KubeadmConfig
 metadata: {name: MACHINE, namespace: NS, labels: {cluster.x-k8s.io/cluster-name: WL}}
-spec: {}
+spec: {format: cloud-config}
 `), on(machine))
 		a(mr.Replace(`apiVersion: v1
 kind: Secret
@@ -315,6 +314,36 @@ metadata: {name: MACHINE, namespace: NS, labels: {cluster.x-k8s.io/cluster-name:
 type: cluster.x-k8s.io/secret
 stringData: {value: BOOTSTRAP, format: cloud-config}
 `), on(kc))
+	}
+}
+
+// clusterStatus is a provisioned Cluster's status, as CAPI's controllers
+// write it (the mover moves only provisioned clusters).
+var clusterStatus = map[string]any{
+	"initialization": map[string]any{"infrastructureProvisioned": true, "controlPlaneInitialized": true},
+	"conditions": []any{map[string]any{"type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized", "message": "",
+		"lastTransitionTime": "2026-01-01T00:00:00Z"}},
+}
+
+func machineStatus(node string) map[string]any {
+	return map[string]any{"nodeRef": map[string]any{"name": node}}
+}
+
+// Provisioned writes the status of the Clusters and Machines in ns as the
+// providers of s rebuild it after a pivot (the mover moves spec, not
+// status): without it they could not be moved again.
+func (s *Site) Provisioned(t testing.TB, ns string) {
+	t.Helper()
+	for _, kind := range []string{"Cluster", "Machine"} {
+		for _, o := range s.Objects(t, ns, kind) {
+			o.Object["status"] = clusterStatus
+			if kind == "Machine" {
+				o.Object["status"] = machineStatus(o.GetName())
+			}
+			if err := s.Client.Status().Update(context.Background(), &o); err != nil {
+				t.Fatalf("slot %s: writing the status of %s %s: %v", s.Slot, kind, o.GetName(), err)
+			}
+		}
 	}
 }
 
@@ -361,7 +390,7 @@ func RequireWhole(t testing.TB, s, other *Site, ns string) {
 		}
 		all = append(all, objs...)
 		if n := len(other.Objects(t, ns, kind)); n != 0 {
-			t.Errorf("slot %s still has %d %s in %s, want none", other.Slot, n, kind)
+			t.Errorf("slot %s still has %d %s in %s, want none", other.Slot, n, kind, ns)
 		}
 	}
 	owned := 0
