@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +94,7 @@ func installCRDs(t testing.TB, cfg *rest.Config, edit func(*apiextensionsv1.Cust
 		}
 		crds = append(crds, crd)
 	}
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: crds, MaxTime: 3 * time.Minute}); err != nil {
 		t.Fatalf("installing the Cluster API CRDs: %v", err)
 	}
 }
