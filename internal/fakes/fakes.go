@@ -106,19 +106,20 @@ type env func(string) string
 
 func (e env) dir() string { return e(EnvDir) }
 
-func (e env) fails(step string) bool {
-	for _, s := range strings.Split(e(EnvFail), ",") {
-		if strings.TrimSpace(s) == step {
-			return true
-		}
-	}
-	return false
-}
+func (e env) fails(step string) bool { return listed(e(EnvFail), step) }
 
 // hangs reports whether $FAKE_HANG names step: the fake then sleeps until
 // it is killed, as a hung tool does.
-func (e env) hangs(step string) bool {
-	for _, s := range strings.Split(e(EnvHang), ",") {
+func (e env) hangs(step string) bool { return listed(e(EnvHang), step) }
+
+// listed reports whether step is in the comma-separated list. A command
+// that names no step is never listed: strings.Split of an unset variable is
+// [""], which would match it (a fake zarf asked for a digest hung for an hour).
+func listed(list, step string) bool {
+	if step == "" {
+		return false
+	}
+	for _, s := range strings.Split(list, ",") {
 		if strings.TrimSpace(s) == step {
 			return true
 		}

@@ -415,3 +415,19 @@ func TestKillInProcess(t *testing.T) {
 		t.Errorf("reg: %+v", c)
 	}
 }
+
+func TestAStepNobodyNamedIsNeverListed(t *testing.T) {
+	for _, c := range []struct {
+		list, step string
+		want       bool
+	}{
+		{"", "", false},
+		{"", "zarf-deploy", false},
+		{"zarf-init, zarf-deploy", "zarf-deploy", true},
+		{"zarf-init,", "", false},
+	} {
+		if got := listed(c.list, c.step); got != c.want {
+			t.Errorf("listed(%q, %q) = %v, want %v", c.list, c.step, got, c.want)
+		}
+	}
+}

@@ -191,7 +191,8 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 		dir, d := newStateDir(t)
 		code, _, stderr := run(t, dir, "begin", "--strategy", "blue-green", "--package", target, "--active", "a", "--candidate", "b")
 		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "no slot is active yet: blue-green builds a candidate next to the active slot") ||
-			!strings.Contains(stderr, "in-place.sh PACKAGE") || !strings.Contains(stderr, "recreate.sh PACKAGE") || !strings.Contains(stderr, "kubectl bundle-switch to SLOT") {
+			!strings.Contains(stderr, "first step: kubectl bundle-slot create a") || !strings.Contains(stderr, "kubectl bundle-gate --slot a --record") ||
+			!strings.Contains(stderr, "kubectl bundle-switch to a") || strings.Contains(stderr, "in-place.sh PACKAGE") {
 			t.Errorf("exit %d, stderr %q; want exit 3 naming the first install", code, stderr)
 		}
 		if tx := openTxn(t, d); tx != nil {
