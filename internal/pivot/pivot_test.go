@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -30,15 +31,15 @@ func TestMain(m *testing.M) {
 		var o Options
 		if err := json.Unmarshal([]byte(spec), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			os.Exit(cli.ExitUsage)
 		}
 		o.Log = os.Stdout
 		o.Event = func(phase, status, detail string) { fmt.Printf("event %s %s %s\n", phase, status, detail) }
 		if _, err := Run(context.Background(), o); err != nil {
 			fmt.Println("error:", err)
-			os.Exit(1)
+			os.Exit(cli.ExitNegative)
 		}
-		os.Exit(0)
+		os.Exit(cli.ExitOK)
 	}
 	os.Exit(m.Run())
 }
