@@ -3,13 +3,17 @@
 # active one, gate it, switch, soak; the active slot is never touched
 # before the switch. Re-running any command after a crash resumes it.
 #
-#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
+#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--switch-mode s2|repoint|pivot] [--log FILE]
 #   blue-green.sh accept [--yes] [--log FILE]  end the soak; retire the old slot
 #   blue-green.sh revert [--yes] [--force] [--gate FILE] [--gate-timeout D] [--log FILE]
 #                     during the soak: gate the previous slot, switch back, gate
 #                     it again, destroy the candidate (--force: even when it fails)
 #   (accept and revert list what the discarded slot holds first; with any,
 #   a terminal asks, and without one they need --yes)
+#   --switch-mode repoint (S1, management-only packages): the workload clusters
+#   stay with the old slot; accept keeps it as their owner instead of retiring it
+#   --switch-mode pivot (S3): their Cluster API objects move to the candidate at
+#   the switch and back at a revert
 #   blue-green.sh status
 set -o errexit -o nounset -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # rollback destroys the candidate (never the active slot) and closes the
@@ -79,7 +83,7 @@ apply() {
     # fresh site (blue-green builds next to an active slot, never from
     # none: it names the first install), or a pointer that is damaged or
     # names a slot with no record (it names the repair).
-    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" "${BEGIN_ARGS[@]}" -q
+    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" ${SWITCH_MODE:+--switch-mode "$SWITCH_MODE"} "${BEGIN_ARGS[@]}" -q
   fi
   local candidate digest
   candidate=$(txn slots.candidate)
@@ -118,15 +122,23 @@ apply() {
 accept() {
   parse_args "$@"
   check_open blue-green
-  local old
+  local old owns
   old=$(txn slots.active)
-  if [ -n "$old" ] && ! done_phase RETIRED; then
+  if [ -n "$old" ] && ! done_phase RETIRED && [ "$(txn switchMode)" != repoint ]; then
     confirm_losses "$old" "retiring slot $old"
   fi
   kb "$SWITCH" accept
   if [ -n "$(txn id)" ]; then
     old=$(txn slots.active)
-    if [ -n "$old" ]; then
+    owns=""
+    if [ -n "$old" ] && [ "$(txn switchMode)" = repoint ]; then
+      owns=$("$SLOT" describe "$old" -o "jsonpath={.ownsWorkloads[*]}")
+    fi
+    if [ -n "$owns" ]; then
+      # S1: the old slot runs the workload clusters; it is kept, not retired.
+      step RETIRED true
+      pass "old slot $old kept: it owns workload clusters $owns"
+    elif [ -n "$old" ]; then
       step RETIRED "$SLOT" destroy "$old" || { fail "retiring slot $old"; finish 3; }
       pass "old slot $old retired"
     else
@@ -152,6 +164,11 @@ revert() {
   done
   parse_args "${args[@]}"
   check_open blue-green
+  if [ -z "$(txn id)" ] && [ "$("$SWITCH" status -o 'jsonpath={.mode}/{.phase}')" = repoint/ACCEPTED ]; then
+    # An accepted S1 update kept the old slot for its workload clusters:
+    # the switch's refusal names them and why it is no revert target.
+    "$SWITCH" back || exit
+  fi
   [ -n "$(txn id)" ] || refuse 4 "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
   recorded_gate
   local candidate previous broken=""

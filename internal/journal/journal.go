@@ -160,6 +160,8 @@ type BeginOptions struct {
 	Slots    Slots
 	// Gate is the script's gate, carried by the next command (nil: none).
 	Gate *Gate
+	// SwitchMode is the blue-green switch mode the operator chose.
+	SwitchMode string
 }
 
 // Begin opens a transaction. With one already open it fails with a
@@ -175,7 +177,7 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 	now := j.now()
 	id := newID(now)
 	t := &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: id, Strategy: o.Strategy, Target: o.Target,
-		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Gate: o.Gate, Phase: Begun, Status: StatusDone,
+		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Gate: o.Gate, SwitchMode: o.SwitchMode, Phase: Begun, Status: StatusDone,
 		Steps:     []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now}},
 		CreatedAt: now}
 	slots := o.Slots

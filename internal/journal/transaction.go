@@ -60,14 +60,18 @@ type Transaction struct {
 	Slots      Slots    `json:"slots"`
 	// Gate is the gate the script runs its steps with, so that the next
 	// command re-runs it gating the same way.
-	Gate      *Gate     `json:"gate,omitempty"`
-	Phase     Phase     `json:"phase"`
-	Status    string    `json:"status"`
-	Steps     []Step    `json:"steps"`
-	LastError string    `json:"lastError,omitempty"`
-	Seq       int64     `json:"seq"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Gate *Gate `json:"gate,omitempty"`
+	// SwitchMode is how a blue-green switch treats the workload clusters
+	// ("" : S2, each slot runs its own; "repoint": S1, they stay with the
+	// active slot, which keeps them after accept).
+	SwitchMode string    `json:"switchMode,omitempty"`
+	Phase      Phase     `json:"phase"`
+	Status     string    `json:"status"`
+	Steps      []Step    `json:"steps"`
+	LastError  string    `json:"lastError,omitempty"`
+	Seq        int64     `json:"seq"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 	// LastEvent is the history line of the last write: if a crash lost it
 	// from history.jsonl, the next mutating command appends it.
 	LastEvent Event `json:"lastEvent"`

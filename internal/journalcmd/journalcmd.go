@@ -59,6 +59,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 					&cli.StringFlag{Name: "candidate", Usage: "the candidate slot (blue-green)"},
 					&cli.StringFlag{Name: "gate", Usage: "the gate file the script runs its steps with (kept absolute), for the next command", TakesFile: true},
 					&cli.StringFlag{Name: "gate-timeout", Usage: "the script's --gate-timeout, for the next command"},
+					&cli.StringFlag{Name: "switch-mode", Usage: "blue-green: " + journal.SwitchModes},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
@@ -161,6 +162,13 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	mode, err := journal.ParseSwitchMode(cmd.String("switch-mode"))
+	if err != nil {
+		return kcli.Usage("--switch-mode: %v", err)
+	}
+	if mode != journal.SwitchS2 && st != journal.BlueGreen {
+		return kcli.Usage("--switch-mode is for a blue-green transaction, not %s", st)
+	}
 	ref, err := stage.Identify(cmd.String("package"))
 	if err != nil {
 		return fmt.Errorf("--package: %w", err)
@@ -197,7 +205,7 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		gate = &journal.Gate{File: g, Timeout: gt}
 	}
-	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots, Gate: gate})
+	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots, Gate: gate, SwitchMode: mode})
 	if err != nil {
 		return err
 	}

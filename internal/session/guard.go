@@ -53,6 +53,9 @@ type Protection struct {
 	Soaking string
 	// Txn is the open transaction, if any.
 	Txn *journal.Transaction
+	// Owners are the slots that an S1 (repoint) update left running
+	// workload clusters, with those clusters.
+	Owners map[string][]string
 }
 
 // Protected reads which slots are protected from the active pointer, the
@@ -110,7 +113,7 @@ func (s *Session) Protection() (*Protection, error) {
 			return nil, lerr
 		}
 	}
-	return &Protection{Active: active, Soaking: soaking, Txn: t}, nil
+	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: workloadOwners(s.Dir)}, nil
 }
 
 // Check reads the state every mutating command relies on (the active
@@ -140,6 +143,20 @@ func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	return rec, err
 }
 
+// workloadOwners reads which slots own workload clusters. A record that cannot be
+// read owns nothing known: its own damage is reported where it is read
+// (a damaged record is cleared only by destroy --force, which says so).
+func workloadOwners(d *state.Dir) map[string][]string {
+	names, _ := slot.List(d)
+	out := map[string][]string{}
+	for _, n := range names {
+		if rec, err := slot.Load(d, n); err == nil && len(rec.OwnsWorkloads) > 0 {
+			out[n] = rec.OwnsWorkloads
+		}
+	}
+	return out
+}
+
 // Why says why name is protected ("" when it is not).
 func (p *Protection) Why(name string) string {
 	switch name {
@@ -147,6 +164,9 @@ func (p *Protection) Why(name string) string {
 		return "it is the active slot"
 	case p.Soaking:
 		return "it is the previous slot, kept as the revert target while the switch soaks"
+	}
+	if w := p.Owners[name]; len(w) > 0 {
+		return fmt.Sprintf("it owns workload clusters %s, which it kept running when an S1 repoint update made another slot active", strings.Join(w, ", "))
 	}
 	return ""
 }
@@ -204,6 +224,8 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 	switch {
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
+	case len(p.Owners[name]) > 0:
+		return "destroying it deletes those workload clusters; move them first (an S2 update rebuilds them in the slot it builds)"
 	case c == Destroy:
 		other := "SLOT"
 		if names, _ := slot.List(s.Dir); len(names) > 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 )
 
 // PreflightBlueGreen adds to rep the S2 contract of the package at
@@ -15,8 +16,10 @@ import (
 // package declares SLOT, no name it puts on the shared Docker daemon or
 // network is the same for both slots, and none the candidate would create
 // is another slot's or already on the daemon for another slot. A
-// blocking finding names the reason and the alternatives.
-func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, pkgPath string) {
+// blocking finding names the reason and the alternatives. In switch mode
+// repoint (S1) the candidate builds no workload clusters of its own, so a
+// package without SLOT is not refused for it (the finding says why).
+func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, pkgPath, mode string) {
 	candidate := rep.Slot
 	other := m.otherSlot(candidate)
 	if other == "" {
@@ -44,6 +47,12 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 	switch {
 	case res.Declared:
 		rep.add("slot-variable", true, "the package declares the Zarf variable %s (slot %s deploys it with %s=%s)", bluegreen.Variable, candidate, bluegreen.Variable, candidate)
+	case mode == journal.SwitchRepoint:
+		rep.add("slot-variable", true, "the package does not declare the Zarf variable %s, which switch mode repoint (S1) does not need: the workload clusters stay with slot %s, and slot %s builds none of its own",
+			bluegreen.Variable, other, candidate)
+	case mode == journal.SwitchPivot:
+		rep.add("slot-variable", true, "the package does not declare the Zarf variable %s, which switch mode pivot (S3) does not need: the workload clusters' Cluster API objects move from slot %s to slot %s, which builds none of its own",
+			bluegreen.Variable, other, candidate)
 	case m.Config.SlotVariable == SlotVariableOptional:
 		rep.Findings = append(rep.Findings, Finding{Check: "slot-variable", OK: false, Message: fmt.Sprintf(
 			"the package does not declare the Zarf variable %s; allowed by config.yaml's slotVariable: optional, so only the names found below keep the slots apart", bluegreen.Variable)})

@@ -312,6 +312,33 @@ func owned(name string, n *Names) bool {
 	return ownedWorkload(name, n)
 }
 
+// RunningWorkloads lists the workload clusters of slot name that have a
+// container on the Docker daemon (config.yaml's workloadClusters, as the
+// slot names them). The existing provider runs none that this tool knows.
+func (m *Manager) RunningWorkloads(ctx context.Context, name string) ([]string, error) {
+	if m.Config.Provider != ProviderKind {
+		return nil, nil
+	}
+	n, err := m.Config.NamesFor(name)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := m.containers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the workload clusters of slot %s: %w", name, err)
+	}
+	var out []string
+	for _, w := range n.Workloads {
+		for _, c := range cs {
+			if strings.HasPrefix(c.Name, w+"-") {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 func ownedWorkload(name string, n *Names) bool {
 	for _, w := range n.Workloads {
 		if strings.HasPrefix(name, w+"-") && !n.derivedName(name) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -54,6 +55,19 @@ type Record struct {
 	Adopted bool `json:"adopted,omitempty"`
 	// Workloads are an adopted slot's CAPD workload clusters (unsuffixed).
 	Workloads []string `json:"workloads,omitempty"`
+	// OwnsWorkloads are the workload clusters this slot still runs after
+	// an S1 (repoint) update moved the active pointer away from it: the
+	// slot is kept for them and is not destroyed while it owns any.
+	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
+}
+
+// OwnsWorkloadsLine is how list and status name the workload clusters a
+// slot owns ("" when none).
+func (r *Record) OwnsWorkloadsLine() string {
+	if len(r.OwnsWorkloads) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("slot %s owns workload clusters: %s", r.Name, strings.Join(r.OwnsWorkloads, ", "))
 }
 
 // PackageRef is the package deployed into a slot.

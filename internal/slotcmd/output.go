@@ -126,6 +126,9 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 		return err
 	}
 	for _, l := range ls {
+		if line := l.OwnsWorkloadsLine(); line != "" {
+			fmt.Fprintf(s.streams.Out, "%s (kept by an S1 repoint update; kubectl bundle-slot destroy %s refuses while it owns any)\n", line, l.Name)
+		}
 		if l.Damaged != "" {
 			fmt.Fprintf(s.streams.Out, "DAMAGED: the record of slot %s cannot be read (%s); repair: %s\n", l.Name, l.Damaged, l.Repair)
 		}
@@ -170,6 +173,9 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 	row("gate", gateString(rec.Gate))
 	if rec.Gate != nil && len(rec.Gate.Failed) > 0 {
 		row("failed checks", fmt.Sprint(rec.Gate.Failed))
+	}
+	if len(rec.OwnsWorkloads) > 0 {
+		row("owns workload clusters", strings.Join(rec.OwnsWorkloads, ", "))
 	}
 	row("created", rec.Created.Format(time.RFC3339))
 	for _, sd := range rec.Seeded {

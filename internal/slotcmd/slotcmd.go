@@ -93,7 +93,8 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 		Flags:       configFlags(),
 		Commands: []*cli.Command{
 			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
-				Flags:  []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"}},
+				Flags: []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"},
+					&cli.StringFlag{Name: "switch-mode", Usage: "with --blue-green: " + journal.SwitchModes + "; repoint and pivot do not need the SLOT variable (the candidate builds no workload clusters). Default: the open transaction's"}},
 				Action: slotArg(preflight, false)},
 			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag, forceFlag("build"),
@@ -294,7 +295,16 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 		if err != nil {
 			return err
 		}
-		s.m.PreflightBlueGreen(ctx, rep, path)
+		mode := cmd.String("switch-mode")
+		if !cmd.IsSet("switch-mode") {
+			if t, err := journal.New(s.dir).Load(); err == nil && t != nil {
+				mode = t.SwitchMode
+			}
+		}
+		if mode, err = journal.ParseSwitchMode(mode); err != nil {
+			return kcli.Usage("--switch-mode: %v", err)
+		}
+		s.m.PreflightBlueGreen(ctx, rep, path, mode)
 	}
 	if s.common.Output == kcli.OutputJSON {
 		if err := kcli.WriteJSON(s.streams.Out, rep); err != nil {

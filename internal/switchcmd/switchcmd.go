@@ -39,13 +39,19 @@ same command completes it. Inside an open blue-green transaction, to records
 SWITCHED and starts SOAKING, back records SWITCHED_BACK, accept records
 ACCEPTED.
 
-Switch modes (--mode), what the workload clusters do:
+Switch modes (to --mode; default: the open transaction's --switch-mode),
+what the workload clusters do:
 
-  repoint   (default) only the pointer and the aliases move; each slot keeps
-            the workload clusters its package built (S2 rebuild)
-  pivot     the Cluster API objects of the workload clusters move from the
-            active slot's management cluster to SLOT's with clusterctl's
-            mover (S3), before the pointer; back moves them back. Refused
+  s2        (default) each slot runs the workload clusters its package built
+  repoint   (S1, management-only packages) only the pointer and the aliases
+            move; the workload clusters stay with the previous slot. Accept
+            records them in its record: it owns them (status and slot list
+            say so), is no longer a revert target, and slot destroy refuses
+            it (exit 4) while it owns any; --force is the only way, said
+            loudly and recorded. Back during the soak works as in s2.
+  pivot     (S3) the Cluster API objects of the workload clusters move from
+            the active slot's management cluster to SLOT's with clusterctl's
+            mover, before the pointer; back moves them back. Refused
             (exit 3, nothing moved) when SLOT's providers do not serve a
             group/version/kind of the objects; when the previous slot would
             not serve what SLOT hands back, the switch could not be reverted
@@ -92,7 +98,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "max-gate-age", Value: 15 * time.Minute, Usage: "how old SLOT's last passing gate may be"},
 					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
-					&cli.StringFlag{Name: "mode", Usage: "repoint (default: the workload clusters stay with their slot) or pivot (move their Cluster API objects to SLOT)"},
+					&cli.StringFlag{Name: "mode", Usage: journal.SwitchModes + "; default: the open transaction's"},
 					&cli.BoolFlag{Name: "yes", Usage: "with --mode pivot: pivot even when the previous slot could not take the objects back (no revert)"},
 				}, Action: with(true, to)},
 			{Name: "back", Usage: "during the soak, return to the previous slot once it passes its gate", ArgsUsage: " ",
@@ -148,6 +154,8 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 	s := &session{Session: ss, streams: streams, common: common}
 	s.sw = &switchover.Switcher{Dir: dir, Run: runner.Exec{}, AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
 		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age")}
+	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}}
+	s.sw.Workloads = m.RunningWorkloads
 	if !common.Quiet {
 		s.sw.Log = streams.ErrOut
 	}
@@ -168,11 +176,17 @@ func to(ctx context.Context, cmd *cli.Command, s *session) error {
 	if cmd.Args().Len() != 1 {
 		return kcli.Usage("to takes one SLOT (e.g. b)")
 	}
-	mode, err := switchover.ParseMode(cmd.String("mode"))
-	if err != nil {
-		return kcli.Usage("%v", err)
+	if cmd.IsSet("mode") {
+		mode, err := journal.ParseSwitchMode(cmd.String("mode"))
+		if err != nil {
+			return kcli.Usage("--mode: %v", err)
+		}
+		if mode == journal.SwitchS2 {
+			mode = "s2" // named: it overrides the transaction's
+		}
+		s.sw.Mode = mode
 	}
-	s.sw.Mode, s.sw.Yes = mode, cmd.Bool("yes")
+	s.sw.Yes = cmd.Bool("yes")
 	rec, err := s.sw.To(ctx, cmd.Args().First(), cmd.Bool("force"))
 	if err != nil {
 		return err
@@ -247,11 +261,11 @@ func orDefault(file string) string {
 	return file
 }
 
-func accept(_ context.Context, cmd *cli.Command, s *session) error {
+func accept(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err := noArgs(cmd); err != nil {
 		return err
 	}
-	res, err := s.sw.Accept(cmd.Bool("if-soaked"))
+	res, err := s.sw.Accept(ctx, cmd.Bool("if-soaked"))
 	if err != nil {
 		return err
 	}
@@ -277,6 +291,9 @@ func accept(_ context.Context, cmd *cli.Command, s *session) error {
 	msg := fmt.Sprintf("accepted slot %s", res.Slot)
 	if res.Retire != "" {
 		msg += "; retire the old slot with: " + res.Retire
+	}
+	if res.Keeps != "" {
+		msg += fmt.Sprintf(" (mode repoint); slot %s owns workload clusters: %s, and is kept for them (no longer a revert target)", res.Keeps, strings.Join(res.Owns, ", "))
 	}
 	_, err = fmt.Fprintln(s.streams.Out, msg)
 	return err
@@ -346,7 +363,13 @@ func status(ctx context.Context, cmd *cli.Command, s *session) error {
 	if st.RegistryHolder != "" || !st.RegistryAgree {
 		row("registry "+st.RegistryAlias, agree(st.RegistryHolder, st.RegistryAgree))
 	}
+	if st.Mode != "" {
+		row("mode", st.Mode)
+	}
 	tw.Flush()
+	for _, o := range st.Owners {
+		fmt.Fprintln(s.streams.Out, o)
+	}
 	for _, d := range st.Damaged {
 		fmt.Fprintf(s.streams.Out, "DAMAGED: %s\n", d)
 	}

@@ -9,28 +9,6 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
-// Switch modes: what the workload clusters do at a switch.
-const (
-	// ModeRepoint moves the pointer and the aliases only (the default):
-	// each slot keeps the workload clusters its package built (S2).
-	ModeRepoint = ""
-	// ModePivot also moves the Cluster API objects of the workload
-	// clusters from the previous slot's management cluster to the target's
-	// with clusterctl's mover (S3); back moves them back.
-	ModePivot = "pivot"
-)
-
-// ParseMode validates a --mode value.
-func ParseMode(s string) (string, error) {
-	switch s {
-	case "", "repoint":
-		return ModeRepoint, nil
-	case ModePivot:
-		return ModePivot, nil
-	}
-	return "", fmt.Errorf("unknown switch mode %q: use repoint (the default) or pivot", s)
-}
-
 func (s *Switcher) pivotPath() string { return s.Dir.Join(pivot.File) }
 
 // endpoint is slot name's management cluster as its record reaches it.

@@ -64,12 +64,12 @@ func TestSwitchPivotAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.Mode = ModePivot
+	s.Mode = journal.SwitchPivot
 	sw, err := s.To(ctx, "b", false)
 	if err != nil {
 		t.Fatalf("switch to b --mode pivot: %v\n%s", err, log.String())
 	}
-	if sw.Mode != ModePivot || sw.Previous != "a" || s.Pivoted() == nil || s.Pivoted().Moved < 18 {
+	if sw.Mode != journal.SwitchPivot || sw.Previous != "a" || s.Pivoted() == nil || s.Pivoted().Moved < 18 {
 		t.Errorf("switch record %+v, pivoted %+v: want mode pivot from a with the 18 objects", sw, s.Pivoted())
 	}
 	pivottest.RequireWhole(t, b, a, ns)
@@ -94,8 +94,8 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	}
 
 	// A revert during the soak moves the objects back.
-	b.Provisioned(t, ns) // slot b's providers rebuild the status
-	s.Mode = ModeRepoint // back follows the switch record, not the flag
+	b.Provisioned(t, ns)      // slot b's providers rebuild the status
+	s.Mode = journal.SwitchS2 // back follows the switch record, not the flag
 	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatalf("back: %v\n%s", err, log.String())
 	}
@@ -114,7 +114,7 @@ func TestSwitchPivotAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(d.Join(RecordFile))
-	s.Mode = ModePivot
+	s.Mode = journal.SwitchPivot
 	_, err = s.To(ctx, "b", false)
 	var ue *pivot.UnservedError
 	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment || !strings.Contains(err.Error(), "infrastructure.cluster.x-k8s.io/v1beta2, Kind=DockerMachine") {

@@ -14,10 +14,15 @@ import (
 
 // Status is what `status` reports.
 type Status struct {
-	Active        string     `json:"active"`
-	Previous      string     `json:"previous,omitempty"`
-	Phase         string     `json:"phase,omitempty"`
-	Target        string     `json:"target,omitempty"`
+	Active   string `json:"active"`
+	Previous string `json:"previous,omitempty"`
+	Phase    string `json:"phase,omitempty"`
+	Target   string `json:"target,omitempty"`
+	// Mode is the last switch's mode ("repoint" for S1).
+	Mode string `json:"mode,omitempty"`
+	// Owners says which slots own workload clusters ("slot a owns
+	// workload clusters: ...").
+	Owners        []string   `json:"owners,omitempty"`
 	SoakStarted   *time.Time `json:"soakStarted,omitempty"`
 	SoakWindow    string     `json:"soakWindow,omitempty"`
 	SoakRemaining string     `json:"soakRemaining,omitempty"`
@@ -48,7 +53,7 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	if sw != nil {
-		st.Previous, st.Phase, st.Target = sw.Previous, sw.Phase, sw.Target
+		st.Previous, st.Phase, st.Target, st.Mode = sw.Previous, sw.Phase, sw.Target, sw.Mode
 		if sw.Phase == PhaseSwitched && !sw.SoakStarted.IsZero() {
 			t := sw.SoakStarted
 			st.SoakStarted, st.SoakWindow = &t, sw.SoakWindow
@@ -76,6 +81,9 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if line := rec.OwnsWorkloadsLine(); line != "" {
+			st.Owners = append(st.Owners, line)
 		}
 		ctxOf[rec.Context] = n
 		contexts = append(contexts, rec.Context)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,8 +41,10 @@ type Record struct {
 	Previous    string    `json:"previous,omitempty"`
 	SoakStarted time.Time `json:"soakStarted,omitzero"`
 	SoakWindow  string    `json:"soakWindow,omitempty"`
-	// Mode is how the workload clusters followed the switch (ModePivot:
-	// their Cluster API objects moved to the target; back moves them back).
+	// Mode is the switch mode the switch was made with (journal.SwitchS2
+	// "": S2; SwitchRepoint: S1, the workload clusters stay with the
+	// previous slot; SwitchPivot: S3, their Cluster API objects moved to
+	// the target, and back moves them back).
 	Mode    string    `json:"mode,omitempty"`
 	Updated time.Time `json:"updated"`
 }
@@ -64,18 +67,22 @@ type Switcher struct {
 	// switches: nil for a pass, a Negative error when the gate fails. Nil
 	// GateBack: Back refuses unless forced, as it cannot check.
 	GateBack func(ctx context.Context, slot string) error
-	// Mode is the switch mode of To (ModeRepoint or ModePivot); a resumed
-	// switch keeps the mode it began with.
+	// Mode is the switch mode of To (journal.SwitchS2, SwitchRepoint or
+	// SwitchPivot); "" takes the open transaction's, "s2" names the
+	// default over it, and a resumed switch keeps its own.
 	Mode string
 	// Yes accepts a pivot that a revert could not move back.
 	Yes bool
-	Now func() time.Time
-	Log io.Writer
+	// Workloads lists the workload clusters a slot runs (for the S1
+	// accept, which records them as the previous slot's).
+	Workloads func(ctx context.Context, slot string) ([]string, error)
+	Now       func() time.Time
+	Log       io.Writer
 
 	pivoted *pivot.Result
 }
 
-// Pivoted is what the last To or Back moved with ModePivot (nil without).
+// Pivoted is what the last To or Back moved with journal.SwitchPivot (nil without).
 func (s *Switcher) Pivoted() *pivot.Result { return s.pivoted }
 
 func (s *Switcher) now() time.Time {
@@ -275,7 +282,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 	if err := s.save(sw); err != nil {
 		return nil, err
 	}
-	if mode == ModePivot {
+	if mode == journal.SwitchPivot {
 		// The workload clusters move before the pointer: until they are
 		// on target, the previous slot stays the one that manages them.
 		// The way back was checked before the switch began.
@@ -392,16 +399,6 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
 	}
-	mode := s.Mode
-	if resuming {
-		mode = sw.Mode
-	}
-	if interrupted, err := s.interruptedPivot(); err != nil {
-		return nil, err
-	} else if interrupted && mode != ModePivot {
-		s.logf("a pivot did not finish: this switch resumes or undoes it first (mode pivot)")
-		mode = ModePivot
-	}
 	// Re-pointing the aliases at the slot that is active and accepted (status
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
 	// So is writing back a lost pointer after a switch back.
@@ -425,7 +422,24 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if bg := soakingTxn(t, target); previous == "" && !realign && bg != nil {
 		previous = bg.Slots.Active
 	}
-	if mode == ModePivot && !resuming {
+	// The mode: a resumed switch or a repair keeps its own; otherwise the
+	// flag's, else the open transaction's.
+	mode := s.Mode
+	switch {
+	case resuming || realign:
+		mode = sw.Mode
+	case mode == "" && t != nil:
+		mode = t.SwitchMode
+	case mode == "s2":
+		mode = journal.SwitchS2 // named on the command line: not the transaction's
+	}
+	if interrupted, err := s.interruptedPivot(); err != nil {
+		return nil, err
+	} else if interrupted && mode != journal.SwitchPivot {
+		s.logf("a pivot did not finish: this switch resumes or undoes it first (mode pivot)")
+		mode = journal.SwitchPivot
+	}
+	if mode == journal.SwitchPivot && !resuming {
 		// Every precondition of the pivot, before the first write.
 		if previous == "" {
 			return nil, &ConflictError{fmt.Sprintf("--mode pivot moves the workload clusters from the active slot to %s, and no other slot is active", target)}
@@ -541,7 +555,13 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	case PhaseSwitchedBack:
 		return sw, nil
 	case PhaseAccepted:
-		if _, err := slot.Load(s.Dir, sw.Previous); errors.As(err, new(*slot.NotFoundError)) {
+		prev, err := slot.Load(s.Dir, sw.Previous)
+		if err == nil && sw.Mode == journal.SwitchRepoint {
+			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted in mode repoint (S1): slot %s is no longer a revert target; it keeps running the workload clusters it owns (%s), and slot %s stays active. "+
+				"To return to the previous package, update to it as to any package (%s apply PACKAGE --key KEY --switch-mode repoint)",
+				sw.Target, sw.Previous, orNone(strings.Join(prev.OwnsWorkloads, ", ")), sw.Target, journal.ScriptPath(journal.BlueGreen))}
+		}
+		if errors.As(err, new(*slot.NotFoundError)) {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
 				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (kubectl bundle-journal log shows the previous transaction's fallback digest)",
 				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target)}
@@ -575,7 +595,7 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 			}
 		}
 	}
-	if sw.Mode == ModePivot && sw.Phase != PhaseSwitchingBack {
+	if sw.Mode == journal.SwitchPivot && sw.Phase != PhaseSwitchingBack {
 		// The way back must be served before the pointer moves.
 		plan, err := s.PivotPlan(ctx, from, to)
 		if err != nil {
@@ -601,15 +621,23 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 // AcceptResult says what accept did. Not accepted, the slot is still
 // soaking: SoakEnds says when the window ends and Left how long that is.
 type AcceptResult struct {
-	Accepted bool          `json:"accepted"`
-	Slot     string        `json:"slot"`
-	Retire   string        `json:"retire,omitempty"`
+	Accepted bool   `json:"accepted"`
+	Slot     string `json:"slot"`
+	Mode     string `json:"mode,omitempty"`
+	Retire   string `json:"retire,omitempty"`
+	// Keeps is the previous slot kept by an S1 accept for the workload
+	// clusters it owns (Owns).
+	Keeps    string        `json:"keeps,omitempty"`
+	Owns     []string      `json:"owns,omitempty"`
 	Left     time.Duration `json:"soakLeftNs,omitempty"`
 	SoakEnds *time.Time    `json:"soakEnds,omitempty"`
 }
 
 // Accept ends the soak; with ifSoaked, only once the soak window passed.
-func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
+// In mode repoint (S1) the previous slot keeps the workload clusters it
+// runs: they are recorded in its record, which keeps it from being
+// retired.
+func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, error) {
 	sw, err := s.Load()
 	if err != nil {
 		return nil, err
@@ -621,7 +649,7 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 		}
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
 	}
-	res := &AcceptResult{Slot: sw.Target}
+	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
 	if sw.Phase == PhaseSwitched && ifSoaked {
 		window, _ := time.ParseDuration(sw.SoakWindow)
 		ends := sw.SoakStarted.Add(window).UTC()
@@ -630,10 +658,17 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 			return res, nil
 		}
 	}
-	if sw.Previous != "" {
+	if sw.Previous != "" && sw.Mode != journal.SwitchRepoint {
 		res.Retire = "kubectl bundle-slot destroy " + sw.Previous
 	}
 	if sw.Phase == PhaseAccepted {
+		if sw.Mode == journal.SwitchRepoint && sw.Previous != "" {
+			if prev, err := slot.Load(s.Dir, sw.Previous); err == nil && len(prev.OwnsWorkloads) > 0 {
+				res.Keeps, res.Owns = prev.Name, prev.OwnsWorkloads
+			} else if err == nil {
+				res.Retire = "kubectl bundle-slot destroy " + sw.Previous
+			}
+		}
 		res.Accepted = true
 		return res, nil
 	}
@@ -651,6 +686,16 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 		}
 	}
 	if err := s.phaseStep(bg, journal.Accepted, func() error {
+		if sw.Mode == journal.SwitchRepoint && sw.Previous != "" {
+			owns, err := s.keepWorkloads(ctx, sw.Previous)
+			if err != nil {
+				return err
+			}
+			res.Keeps, res.Owns = sw.Previous, owns
+			if len(owns) == 0 {
+				res.Keeps, res.Retire = "", "kubectl bundle-slot destroy "+sw.Previous
+			}
+		}
 		sw.Phase = PhaseAccepted
 		return s.save(sw)
 	}); err != nil {
@@ -659,6 +704,40 @@ func (s *Switcher) Accept(ifSoaked bool) (*AcceptResult, error) {
 	s.event("accept", sw.Target, sw.Previous)
 	res.Accepted = true
 	return res, nil
+}
+
+// keepWorkloads records the workload clusters slot name runs as its own,
+// before the accept that ends its soak: from then on the guard keeps the
+// slot for them. Re-run after a crash, it records them again.
+func (s *Switcher) keepWorkloads(ctx context.Context, name string) ([]string, error) {
+	rec, err := slot.Load(s.Dir, name)
+	if err != nil {
+		return nil, err
+	}
+	var running []string
+	if s.Workloads != nil {
+		if running, err = s.Workloads(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	owns := slices.Clone(rec.OwnsWorkloads)
+	for _, w := range running {
+		if !slices.Contains(owns, w) {
+			owns = append(owns, w)
+		}
+	}
+	if len(owns) > 0 && !slices.Equal(owns, rec.OwnsWorkloads) {
+		rec.OwnsWorkloads = owns
+		if err := slot.Save(s.Dir, rec); err != nil {
+			return nil, err
+		}
+	}
+	if len(owns) > 0 {
+		s.logf("slot %s keeps workload clusters %s (switch mode repoint): it is kept, not retired", name, strings.Join(owns, ", "))
+	} else {
+		s.logf("slot %s runs no workload clusters: nothing to keep it for", name)
+	}
+	return owns, nil
 }
 
 func (s *Switcher) event(what, to, from string) {

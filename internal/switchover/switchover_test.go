@@ -119,12 +119,12 @@ func TestToBackAccept(t *testing.T) {
 	}
 	// Not soaked yet: accept --if-soaked waits and says how long.
 	s.Now = func() time.Time { return t0.Add(20 * time.Minute) }
-	res, err := s.Accept(true)
+	res, err := s.Accept(context.Background(), true)
 	if err != nil || res.Accepted || res.Left != 40*time.Minute || res.SoakEnds == nil || !res.SoakEnds.Equal(t0.Add(time.Hour)) || res.Retire != "" {
 		t.Fatalf("accept --if-soaked within the window: %+v, %v", res, err)
 	}
 	s.Now = func() time.Time { return t0.Add(2 * time.Hour) }
-	res, err = s.Accept(true)
+	res, err = s.Accept(context.Background(), true)
 	if err != nil || !res.Accepted || res.Slot != "b" || res.Retire != "kubectl bundle-slot destroy a" {
 		t.Fatalf("accept after the window: %+v, %v", res, err)
 	}
@@ -169,7 +169,7 @@ func TestRerunsAreNoOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if res, err := s.Accept(false); err != nil || !res.Accepted {
+		if res, err := s.Accept(context.Background(), false); err != nil || !res.Accepted {
 			t.Fatalf("accept %d: %+v, %v", i+1, res, err)
 		}
 	}
@@ -250,14 +250,14 @@ func TestRefusals(t *testing.T) {
 	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Accept(false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "nothing is soaking (switch phase SWITCHED_BACK)") {
+	if _, err := s.Accept(context.Background(), false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "nothing is soaking (switch phase SWITCHED_BACK)") {
 		t.Errorf("accept after back: %v", err)
 	}
 	// Back after accept is a new switch, not a back.
 	if _, err := s.To(ctx, "b", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Accept(false); err != nil {
+	if _, err := s.Accept(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Back(ctx, false); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "was accepted") {
