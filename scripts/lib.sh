@@ -167,8 +167,10 @@ parse_args() {
       --gate-timeout) GATE_TIMEOUT=$2; GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); BEGIN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
       --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
       --offline-wait) OFFLINE_WAIT=$2; RERUN_ARGS+=(--offline-wait "$2"); shift 2 ;;
-      # shellcheck disable=SC2034 # read by blue-green.sh
-      --switch-mode) SWITCH_MODE=$2; RERUN_ARGS+=(--switch-mode "$2"); shift 2 ;;
+      --switch-mode)
+        # shellcheck disable=SC2034 # read by blue-green.sh
+        SWITCH_MODE=$2
+        RERUN_ARGS+=(--switch-mode "$2"); shift 2 ;;
       -h | --help) usage; exit 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *)
