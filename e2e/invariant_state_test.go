@@ -206,8 +206,8 @@ func (r *seqRun) stillDamaged(target string) bool {
 
 // lostPointer reports whether a missing pointer is damage: the switch
 // record names a slot that exists (its record, or the history's create),
-// other than a first switch interrupted before it wrote the pointer, or a
-// slot's record says it passed its gate.
+// other than a first switch interrupted before it wrote the pointer, or the
+// history records a switch and a slot's record says it passed its gate.
 func (r *seqRun) lostPointer() bool {
 	if b, exists, ok := readRegular(r.q.state("switch.json")); exists && ok {
 		var sw struct{ Phase, Target, Previous string }
@@ -216,6 +216,13 @@ func (r *seqRun) lostPointer() bool {
 				return true
 			}
 		}
+	}
+	switched := false
+	for _, e := range r.history() {
+		switched = switched || e.Type == "switch"
+	}
+	if !switched {
+		return false // the first install between its gate and its switch
 	}
 	for _, sl := range []string{"a", "b"} {
 		if rec, ok := r.record(sl); ok && rec.Gate != nil && rec.Gate.Passed {

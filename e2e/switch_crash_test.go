@@ -180,7 +180,8 @@ func crashEveryPoint(t *testing.T, base *switchSite, want string, args ...string
 	}
 }
 
-// TestSwitchCrashAtEveryWrite kills `to` and `back` at each of their
+// TestSwitchCrashAtEveryWrite kills `to` and `back --force` (the fakes
+// have no cluster for back's gate of the slot it returns to) at each of their
 // writes in turn; a re-run always converges, and the alias never stays on
 // a slot the active pointer does not name.
 func TestSwitchCrashAtEveryWrite(t *testing.T) {
@@ -189,7 +190,7 @@ func TestSwitchCrashAtEveryWrite(t *testing.T) {
 
 	switched := site.snapshot(t.TempDir())
 	switched.must("kubectl-bundle-switch", "to", "b", "-q")
-	crashEveryPoint(t, switched, "a", "back")
+	crashEveryPoint(t, switched, "a", "back", "--force") // no cluster to gate a against: forced
 }
 
 // TestSwitchKilledInsideTheAliasMove: `to` and `back` killed inside each
@@ -205,7 +206,7 @@ func TestSwitchKilledInsideTheAliasMove(t *testing.T) {
 		base *switchSite
 		args []string
 		want string
-	}{{site, []string{"to", "b"}, "b"}, {switched, []string{"back"}, "a"}} {
+	}{{site, []string{"to", "b"}, "b"}, {switched, []string{"back", "--force"}, "a"}} {
 		points := 0
 		for n := 1; ; n++ {
 			s := c.base.snapshot(t.TempDir())

@@ -178,19 +178,14 @@ func begun(t *testing.T, stateDir string) {
 	}
 }
 
-// damaged leaves a transaction.json that is not JSON.
+// damaged leaves the journal's transaction.json not JSON (the evidence
+// directory's copy under transactions/ is not the one status reads).
 func damaged(t *testing.T, stateDir string) {
 	t.Helper()
 	begun(t, stateDir)
-	var found string
-	filepath.WalkDir(stateDir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Name() == "transaction.json" {
-			found = p
-		}
-		return nil
-	})
-	if found == "" {
-		t.Fatal("no transaction.json after begin")
+	found := filepath.Join(stateDir, "journal", "transaction.json")
+	if _, err := os.Stat(found); err != nil {
+		t.Fatalf("no journal transaction after begin: %v", err)
 	}
 	if err := os.WriteFile(found, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)

@@ -63,9 +63,9 @@ const switchRecordFile = "switch.json"
 
 // lostPointer decides whether a missing pointer is damage: the switch
 // record names a slot that still exists (a switch began or ended there:
-// the pointer was written), or, with no such record, a slot's record says
-// it passed its gate (the first install gated it: its next step is the
-// switch to it). Nil on a fresh site.
+// the pointer was written), or, with no such record, the history records
+// a switch and a slot's record says it passed its gate. Nil on a fresh
+// site and in the first install before its switch.
 func lostPointer(d *state.Dir) error {
 	lost := func(name, why, fix string) error {
 		return &LostPointerError{Slot: name, DamageError: &state.DamageError{Path: d.Join(ActiveFile),
@@ -83,6 +83,12 @@ func lostPointer(d *state.Dir) error {
 		}
 		return lost(sw.Target, "the switch record says slot "+sw.Target+" was made active", fix)
 	}
+	// A slot that passed its gate on a site that never switched is the
+	// first install's normal middle (gate --record, then switch to):
+	// only a switch in the history makes the missing pointer a loss.
+	if !switchedPerHistory(d) {
+		return nil
+	}
 	names, _ := List(d)
 	var gated string
 	var when time.Time
@@ -92,7 +98,7 @@ func lostPointer(d *state.Dir) error {
 		}
 	}
 	if gated != "" {
-		return lost(gated, "the record of slot "+gated+" says it passed its gate (a first install not switched to yet, or a pointer removed)",
+		return lost(gated, "the history records a switch and the record of slot "+gated+" says it passed its gate",
 			"kubectl bundle-switch to "+gated)
 	}
 	return nil
@@ -128,6 +134,21 @@ func createdPerHistory(d *state.Dir, name string) bool {
 		}
 	}
 	return created
+}
+
+// switchedPerHistory reports whether the history records a completed
+// switch (switchover's "switch" event).
+func switchedPerHistory(d *state.Dir) bool {
+	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	if err != nil {
+		return false
+	}
+	for _, ev := range h.Events {
+		if ev.Type == "switch" {
+			return true
+		}
+	}
+	return false
 }
 
 // DetailGone is the history's note that slot repair found nothing of a
