@@ -24,3 +24,4 @@ for kind in slot fixed; do
   "$zarf" package create "$work/$kind" --confirm -a amd64 -o "$out" --no-color --log-level warn \
     --cache "$work/cache" --tmpdir "$work" --signing-key "$keys/cosign.key" --signing-key-pass testpass
 done
+"$root/hack/gen-site-keyless-testdata.sh"

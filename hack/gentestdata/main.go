@@ -46,11 +46,12 @@ func run(args []string) error {
 			return fmt.Errorf("usage: legacy-sign COSIGN_KEY PASSWORD IN OUT")
 		}
 		return legacySign(args[1], args[2], args[3], args[4])
-	case "keyless": // IN OUT TRUSTED_ROOT IDENTITY ISSUER
-		if len(args) != 6 {
-			return fmt.Errorf("usage: keyless IN OUT TRUSTED_ROOT IDENTITY ISSUER")
+	case "keyless": // IN OUT TRUSTED_ROOT IDENTITY ISSUER [IN OUT]...
+		if len(args) < 6 || len(args)%2 != 0 {
+			return fmt.Errorf("usage: keyless IN OUT TRUSTED_ROOT IDENTITY ISSUER [IN OUT]... (one CA signs every pair)")
 		}
-		return keyless(args[1], args[2], args[3], args[4], args[5])
+		pairs := append([]string{args[1], args[2]}, args[6:]...)
+		return keyless(pairs, args[3], args[4], args[5])
 	case "oci-image": // OUT REF ARCH
 		if len(args) != 4 {
 			return fmt.Errorf("usage: oci-image OUT.tar REF ARCH")
@@ -122,11 +123,7 @@ func legacySign(keyPath, pass, in, out string) error {
 	return a.WriteFile(out)
 }
 
-func keyless(in, out, rootPath, identity, issuer string) error {
-	vs, err := ca.NewVirtualSigstore()
-	if err != nil {
-		return err
-	}
+func keylessSign(vs *ca.VirtualSigstore, in, out, identity, issuer string) error {
 	a, err := testpkg.ReadFile(in)
 	if err != nil {
 		return err
@@ -172,8 +169,20 @@ func keyless(in, out, rootPath, identity, issuer string) error {
 		return err
 	}
 	a.Set("zarf.bundle.sig", bb)
-	if err := a.WriteFile(out); err != nil {
+	return a.WriteFile(out)
+}
+
+// keyless signs each IN of pairs (IN OUT IN OUT...) into its OUT with one
+// virtual Sigstore, and writes its trusted root to rootPath.
+func keyless(pairs []string, rootPath, identity, issuer string) error {
+	vs, err := ca.NewVirtualSigstore()
+	if err != nil {
 		return err
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		if err := keylessSign(vs, pairs[i], pairs[i+1], identity, issuer); err != nil {
+			return err
+		}
 	}
 	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, vs.FulcioCertificateAuthorities(), nil, vs.TimestampingAuthorities(), nil)
 	if err != nil {
