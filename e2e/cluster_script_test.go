@@ -54,12 +54,18 @@ func cmdAPIServer(ts *testscript.TestScript, neg bool, args []string) {
 	s.mu.Unlock()
 }
 
-// sitesim MGMT WORKLOAD [SERVER]: write what a healthy krops site's
-// controllers would into the two API servers started by apiserver; SERVER
-// replaces the workload address in the kubeconfig secret.
+// sitesim [-cluster NAME] MGMT WORKLOAD [SERVER]: write what a healthy
+// krops site's controllers would into the two API servers started by
+// apiserver; NAME is the workload cluster's (default airgap-wl, a slot's
+// is airgap-wl-<slot>), SERVER replaces the workload address in the
+// kubeconfig secret.
 func cmdSitesim(ts *testscript.TestScript, neg bool, args []string) {
+	site := sitesim.Site{}
+	if len(args) > 1 && args[0] == "-cluster" {
+		site.WorkloadCluster, args = args[1], args[2:]
+	}
 	if neg || len(args) < 2 || len(args) > 3 {
-		ts.Fatalf("usage: sitesim MGMT WORKLOAD [SERVER]")
+		ts.Fatalf("usage: sitesim [-cluster NAME] MGMT WORKLOAD [SERVER]")
 	}
 	s := scriptServers(ts)
 	s.mu.Lock()
@@ -68,7 +74,6 @@ func cmdSitesim(ts *testscript.TestScript, neg bool, args []string) {
 	if mgmt == nil || workload == nil {
 		ts.Fatalf("start both servers with apiserver first")
 	}
-	site := sitesim.Site{}
 	if len(args) == 3 {
 		site.WorkloadServer = args[2]
 	}

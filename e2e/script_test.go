@@ -198,6 +198,8 @@ func TestScripts(t *testing.T) {
 			"listen":    cmdListen,
 			"expand":    cmdExpand,
 			"runbook":   cmdRunbook,
+			"docsh":     cmdDocsh,
+			"docblock":  cmdDocblock,
 		},
 	})
 }

@@ -29,9 +29,9 @@ for v in 0.1.0:fixed 0.2.0:slot; do
     "$src/zarf-$kind.yaml" > "$work/$version/zarf.yaml"
   grep -q '^  name: krops-airgap$' "$work/$version/zarf.yaml"
   cp "$src"/cluster*.yaml "$work/$version/"
-  "$zarf" package create "$work/$version" --confirm -a amd64 -o "$work" --no-color --log-level warn \
+  "$zarf" package create "$work/$version" --confirm -a arm64 -o "$work" --no-color --log-level warn \
     --cache "$work/cache" --tmpdir "$work" --skip-sbom
-  pairs+=("$work/zarf-package-krops-airgap-amd64-$version.tar.zst" "$out/zarf-package-krops-airgap-amd64-$version.tar.zst")
+  pairs+=("$work/zarf-package-krops-airgap-arm64-$version.tar.zst" "$out/zarf-package-krops-airgap-arm64-$version.tar.zst")
 done
 (cd "$root" && go run ./hack/gentestdata keyless "${pairs[0]}" "${pairs[1]}" "$keys/site_trusted_root.json" \
   "$identity" "$issuer" "${pairs[@]:2}")
