@@ -109,7 +109,11 @@ apply() {
   pass "candidate slot $candidate created"
   step PROVISIONED "$SLOT" deploy "$candidate" "$digest" "${DEPLOY_ARGS[@]}" || rollback "deploying into slot $candidate"
   pass "package deployed into slot $candidate"
-  step HEALTHY "$GATE" --slot "$candidate" --record "${GATE_ARGS[@]}" || rollback "gate of slot $candidate"
+  # S1: the workload clusters stay with the old slot, so the candidate's
+  # gate checks its management cluster only (its revert gate checks all).
+  local scope=()
+  [ "$(txn switchMode)" != repoint ] || scope=(--management-only)
+  step HEALTHY "$GATE" --slot "$candidate" --record "${scope[@]}" "${GATE_ARGS[@]}" || rollback "gate of slot $candidate"
   pass "slot $candidate passed its gate"
   if ! kb "$SWITCH" to "$candidate"; then
     fail "switch to slot $candidate did not finish: re-run this command to complete it"

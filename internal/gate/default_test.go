@@ -81,3 +81,36 @@ func TestDefaultForSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestManagementOnly: the built-in gate without the workload clusters'
+// checks keeps every management check and drops exactly the Cluster API
+// and workload ones.
+func TestManagementOnly(t *testing.T) {
+	g := Default()
+	m, dropped := g.ManagementOnly()
+	if got := strings.Join(dropped, ","); got != "workload-cluster,workload" {
+		t.Errorf("dropped %q, want workload-cluster,workload", got)
+	}
+	var kept []string
+	for _, c := range m.Spec.Checks {
+		kept = append(kept, c.Name)
+	}
+	if got := strings.Join(kept, ","); got != "mgmt-images,flux-source,flux-source-url,flux-kustomization,zarf-packages" {
+		t.Errorf("kept %q", got)
+	}
+	if len(g.Spec.Checks) != len(m.Spec.Checks)+2 {
+		t.Errorf("the original gate changed: %d checks", len(g.Spec.Checks))
+	}
+	if _, err := m.Validate(); err != nil {
+		t.Errorf("the management-only gate is not valid: %v", err)
+	}
+	for _, v := range []struct {
+		apiVersion string
+		want       bool
+	}{{"cluster.x-k8s.io/v1beta2", true}, {"infrastructure.cluster.x-k8s.io/v1beta2", true}, {"controlplane.cluster.x-k8s.io/v1beta2", true},
+		{"source.toolkit.fluxcd.io/v1", false}, {"v1", false}, {"notcluster.x-k8s.io/v1", false}} {
+		if got := isCAPI(v.apiVersion); got != v.want {
+			t.Errorf("isCAPI(%q) = %v, want %v", v.apiVersion, got, v.want)
+		}
+	}
+}

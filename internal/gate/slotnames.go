@@ -56,3 +56,36 @@ func forSlot(checks []Check, slot string) {
 		}
 	}
 }
+
+// capiGroup is Cluster API's API group: a check of its objects checks a
+// workload cluster's management, which stays with the slot that owns it.
+const capiGroup = "cluster.x-k8s.io"
+
+// ManagementOnly returns a copy of g without the checks of workload
+// clusters (workload checks, and resource and field checks of Cluster API
+// objects), for a slot that owns none (S1 repoint: the workload clusters
+// stay with the old slot), and the names of the checks it dropped; g is
+// not changed.
+func (g *Gate) ManagementOnly() (*Gate, []string) {
+	c := *g
+	c.Spec.Checks = nil
+	var dropped []string
+	for _, ch := range g.Spec.Checks {
+		if ch.Workload != nil || capiRef(ch.Resource) || capiField(ch.Field) {
+			dropped = append(dropped, ch.Name)
+			continue
+		}
+		c.Spec.Checks = append(c.Spec.Checks, ch)
+	}
+	return &c, dropped
+}
+
+func capiRef(r *ResourceCheck) bool { return r != nil && isCAPI(r.APIVersion) }
+func capiField(f *FieldCheck) bool  { return f != nil && isCAPI(f.APIVersion) }
+
+// isCAPI reports whether apiVersion is in Cluster API's group or one of
+// its providers' (infrastructure.cluster.x-k8s.io and the like).
+func isCAPI(apiVersion string) bool {
+	group, _, ok := strings.Cut(apiVersion, "/")
+	return ok && (group == capiGroup || strings.HasSuffix(group, "."+capiGroup))
+}

@@ -70,6 +70,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		&cli.StringSliceFlag{Name: "check-timeout", Usage: "NAME=DURATION: how long check NAME may take to pass, from the gate's start (repeatable; overrides the check's timeout: and gateCheckTimeouts in config.yaml; built-in gate: flux-kustomization 10m, workload-cluster 20m)"},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "fallback re-evaluation interval when no watch event arrives (default the gate's pollInterval, 30s)"},
 		&cli.BoolFlag{Name: "once", Usage: "evaluate every check once and exit, without waiting"},
+		&cli.BoolFlag{Name: "management-only", Usage: "skip the checks of workload clusters (workload checks, and checks of Cluster API objects): for a slot that owns none, as in an S1 repoint, where they stay with the old slot"},
 		&cli.BoolFlag{Name: "record", Usage: "store the result in the slot's record (needs --slot; the switch requires a recent pass)"},
 	}
 	flags = append(flags, kubeflags.Flags()...)
@@ -106,6 +107,15 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	g, err := loadGate(streams, cmd.String("filename"))
 	if err != nil {
 		return err
+	}
+	if cmd.Bool("management-only") {
+		var dropped []string
+		if g, dropped = g.ManagementOnly(); len(g.Spec.Checks) == 0 {
+			return kcli.Usage("--management-only leaves no check of gate %s: each checks a workload cluster", g.Metadata.Name)
+		}
+		if len(dropped) > 0 && !common.Quiet {
+			fmt.Fprintf(streams.ErrOut, "management only: not checking %s (the workload clusters are not this slot's)\n", strings.Join(dropped, ", "))
+		}
 	}
 	slotName := cmd.String("slot")
 	if slotName != "" && kubeflags.Set(cmd) {
