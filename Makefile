@@ -21,7 +21,7 @@ GOVERSION := $(shell $(GO) env GOVERSION)
 modhash    = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
 CACHED     = hack/tools/cached.sh
 
-.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
+.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-adopt e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench testdata trusted-root vet lint clean
 
 all: build
 
@@ -41,7 +41,8 @@ demo: build testbin
 
 ## e2e-kind: the plugins and scripts on real parts: a Docker engine (make docker's), real kind clusters from the node image built
 ## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slots' registries, zarf deploying signed packages;
-## the core (blue-green over two real clusters; make test runs it), then in-place.sh, recreate.sh and a kill inside a real deploy
+## the core (blue-green over two real clusters; make test runs it), then in-place.sh, recreate.sh and a kill inside a real deploy,
+## then adopt (e2e-kind-adopt)
 e2e-kind: build testbin
 	hack/docker/ensure.sh run hack/e2e-kind.sh all
 
@@ -49,6 +50,11 @@ e2e-kind: build testbin
 ## in slot a by hand, blue-green.sh apply v2 into slot b, revert, apply again, accept; each switch proved from both sides
 demo-kind: build testbin
 	hack/docker/ensure.sh run hack/e2e-kind.sh core
+
+## e2e-kind-adopt: the part of e2e-kind that adopts a site built as offline-run.sh builds it (kind cluster, registry container,
+## zarf init and deploy by the real zarf), then blue-green.sh apply/revert/apply/accept over it (hack/e2e-kind-adopt.sh)
+e2e-kind-adopt: build testbin
+	hack/docker/ensure.sh run hack/e2e-kind.sh adopt
 
 ## e2e-kind-core: the part of e2e-kind that make test runs
 e2e-kind-core: build testbin

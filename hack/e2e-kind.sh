@@ -12,8 +12,12 @@
 #                           the outage a client sees at each switch, and the
 #                           docker fake's templates against the real docker
 #   hack/e2e-kind.sh all    (make e2e-kind) core, then in-place.sh and
-#                           recreate.sh on a real slot, and a SIGKILL inside
-#                           a real deploy step with a re-run that converges
+#                           recreate.sh on a real slot, a SIGKILL inside
+#                           a real deploy step with a re-run that converges,
+#                           then adopt
+#   hack/e2e-kind.sh adopt  (make e2e-kind-adopt) only slot adopt of a site
+#                           built as stage-and-create-cluster.sh builds it,
+#                           then blue-green.sh over it (hack/e2e-kind-adopt.sh)
 #
 # Both run under hack/docker/ensure.sh run (a Docker engine that can run
 # --privileged).
@@ -28,8 +32,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$root/bin"
 PATH="$bin:$bin/testbin:$PATH"
 suite=${1:-all}
-case $suite in core | all) ;; *)
-  echo "usage: hack/e2e-kind.sh [core|all]" >&2
+case $suite in core | all | adopt) ;; *)
+  echo "usage: hack/e2e-kind.sh [core|all|adopt]" >&2
   exit 2
   ;;
 esac
@@ -81,6 +85,9 @@ case ${DOCKER_HOST:-} in
 unix://*) export KUBECTL_BUNDLE_DOCKER_SOCKET=${DOCKER_HOST#unix://} ;;
 esac
 
+# shellcheck source=hack/e2e-kind-adopt.sh
+. "$root/hack/e2e-kind-adopt.sh"
+
 cleanup() {
   rc=$?
   jobs -p | xargs -r kill 2>/dev/null || true
@@ -91,6 +98,7 @@ cleanup() {
     fi
     kubectl-bundle-slot destroy "$s" --force >/dev/null 2>&1 || true
   done
+  adopt_cleanup "$rc"
   docker ps -aq --filter label=dev.kubectl-bundle.e2e | xargs -r docker rm -f >/dev/null 2>&1 || true
   rm -rf "$work"
   exit "$rc"
@@ -174,21 +182,32 @@ m "agent image + init package" "$t"
 # zarf's agent points the pods at the slot's registry. v2 carries the image under another tag, so the
 # registry a client reaches says which slot it is.
 docker load -i "$KB_BENCH_IMAGES/workload.tar" >/dev/null
-v2_image=${KB_WORKLOAD_IMAGE%%:*}:2.0.0-${KB_WORKLOAD_IMAGE##*-}
-docker tag "$KB_WORKLOAD_IMAGE" "$v2_image"
-make_pkg() { # VERSION IMAGE
-  local dir="$work/pkg-$1"
+# workload_image VERSION: the workload image tagged for VERSION (tagged here).
+workload_image() {
+  local ref=${KB_WORKLOAD_IMAGE%%:*}:$1-${KB_WORKLOAD_IMAGE##*-}
+  docker tag "$KB_WORKLOAD_IMAGE" "$ref"
+  echo "$ref"
+}
+v2_image=$(workload_image 2.0.0)
+# make_pkg VERSION IMAGE [NAME [fixed]]: the signed workload package NAME
+# (default bench-workload); "fixed" leaves out the SLOT variable, as a
+# package built before the slots names everything once.
+make_pkg() {
+  local dir="$work/pkg-$1" name=${3:-bench-workload} slot_var slot_label
+  slot_var='# Fit for blue/green (S2): the slot'"'"'s name reaches the package; nothing it
+# makes lives on the shared Docker daemon or network.
+variables:
+  - name: SLOT
+    description: the slot deployed into (kubectl bundle-slot deploy sets it)'
+  slot_label=', slot: "###ZARF_VAR_SLOT###"'
+  if [ "${4:-}" = fixed ]; then slot_var='' slot_label=''; fi
   mkdir -p "$dir"
   cat >"$dir/zarf.yaml" <<EOF
 kind: ZarfPackageConfig
 metadata:
-  name: bench-workload
+  name: $name
   version: $1
-# Fit for blue/green (S2): the slot's name reaches the package; nothing it
-# makes lives on the shared Docker daemon or network.
-variables:
-  - name: SLOT
-    description: the slot deployed into (kubectl bundle-slot deploy sets it)
+$slot_var
 components:
   - name: workload
     required: true
@@ -212,7 +231,7 @@ spec:
   replicas: 2
   selector: {matchLabels: {app: workload}}
   template:
-    metadata: {labels: {app: workload, version: "$1", slot: "###ZARF_VAR_SLOT###"}}
+    metadata: {labels: {app: workload, version: "$1"$slot_label}}
     spec:
       containers:
         - name: workload
@@ -231,14 +250,13 @@ spec:
 EOF
   (cd "$dir" && zarf package create . --confirm -o "$work" --no-color \
     --signing-key "$root/testdata/keys/cosign.key" --signing-key-pass testpass >"$dir/create.log" 2>&1) ||
-    fail "zarf package create (workload $1): $(tail -5 "$dir/create.log")"
+    fail "zarf package create ($name $1): $(tail -5 "$dir/create.log")"
+  ls "$work/zarf-package-$name-"*"-$1.tar.zst"
 }
 t=$(now)
-make_pkg 1.0.0 "$KB_WORKLOAD_IMAGE"
-make_pkg 2.0.0 "$v2_image"
+pkg1=$(make_pkg 1.0.0 "$KB_WORKLOAD_IMAGE")
+pkg2=$(make_pkg 2.0.0 "$v2_image")
 m "zarf package create x2" "$t"
-pkg1=$(ls "$work"/zarf-package-bench-workload-*-1.0.0.tar.zst)
-pkg2=$(ls "$work"/zarf-package-bench-workload-*-2.0.0.tar.zst)
 key="$root/testdata/keys/cosign.pub"
 
 # The gate on real readiness: the default gate's checks that make sense
@@ -267,20 +285,23 @@ spec:
     zarf: {}
 EOF
 
-# What a client on the kind network and one using the alias context see.
+# What a client on the kind network and one using the alias context see:
+# the alias context $alias_ctx, the registry alias $registry_alias, slot S's
+# node $node_prefix-S-control-plane (the adopt part sets its own).
 probe_image=$KB_NODE_IMAGE
-alias_node() { kubectl --context kind-kb-e2e get nodes -o jsonpath='{.items[0].metadata.name}'; }
+alias_ctx=kind-kb-e2e registry_alias=kb-e2e-registry node_prefix=kb-e2e
+alias_node() { kubectl --context "$alias_ctx" get nodes -o jsonpath='{.items[0].metadata.name}'; }
 registry_tags() {
   docker run --rm --network kind --label dev.kubectl-bundle.e2e=1 --entrypoint curl "$probe_image" \
-    -fsS "http://kb-e2e-registry:5000/v2/${KB_WORKLOAD_IMAGE%%:*}/tags/list"
+    -fsS "http://$registry_alias:5000/v2/${KB_WORKLOAD_IMAGE%%:*}/tags/list"
 }
-expect_active() { # SLOT VERSION
-  local node tags
+expect_active() { # SLOT VERSION [NODE]
+  local node tags want=${3:-$node_prefix-$1-control-plane}
   node=$(alias_node)
-  [ "$node" = "kb-e2e-$1-control-plane" ] || fail "the alias context kind-kb-e2e reaches $node, want slot $1"
-  tags=$(registry_tags) || fail "the registry alias kb-e2e-registry does not answer from the kind network"
+  [ "$node" = "$want" ] || fail "the alias context $alias_ctx reaches $node, want slot $1's $want"
+  tags=$(registry_tags) || fail "the registry alias $registry_alias does not answer from the kind network"
   case $tags in *"\"$2-"*) ;; *) fail "the registry alias serves $tags, want slot $1's ($2)" ;; esac
-  kubectl --context kind-kb-e2e -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx "$2" ||
+  kubectl --context "$alias_ctx" -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx "$2" ||
     fail "the alias context's workload is not $2"
   echo "e2e-kind: slot $1 is active: alias context on $node, registry alias serves $2"
 }
@@ -293,14 +314,14 @@ outage_start() { # NAME
   (
     ok=0 bad=0 t0=$(now)
     while [ ! -f "$work/stop-$n" ]; do
-      if kubectl --context kind-kb-e2e --request-timeout=2s get --raw /api/v1/namespaces/bench/services/workload:80/proxy/ >/dev/null 2>&1; then
+      if kubectl --context "$alias_ctx" --request-timeout=2s get --raw /api/v1/namespaces/bench/services/workload:80/proxy/ >/dev/null 2>&1; then
         ok=$((ok + 1))
       else bad=$((bad + 1)); fi
     done
     echo "$ok $bad $((($(now) - t0) / 1000000))" >"$work/outage-$n-context"
   ) &
-  docker run -d --name "kb-e2e-probe-$n" --network kind --label dev.kubectl-bundle.e2e=1 --entrypoint bash "$probe_image" -c \
-    'ok=0; bad=0; t0=$(date +%s%N); while [ ! -f /tmp/stop ]; do if curl -fsS -m 2 -o /dev/null http://kb-e2e-registry:5000/v2/; then ok=$((ok+1)); else bad=$((bad+1)); fi; sleep 0.05; done; echo "$ok $bad $((($(date +%s%N)-t0)/1000000))" >/tmp/result; sleep 600' >/dev/null
+  docker run -d --name "kb-e2e-probe-$n" --network kind --label dev.kubectl-bundle.e2e=1 --env "ALIAS=$registry_alias" --entrypoint bash "$probe_image" -c \
+    'ok=0; bad=0; t0=$(date +%s%N); while [ ! -f /tmp/stop ]; do if curl -fsS -m 2 -o /dev/null "http://$ALIAS:5000/v2/"; then ok=$((ok+1)); else bad=$((bad+1)); fi; sleep 0.05; done; echo "$ok $bad $((($(date +%s%N)-t0)/1000000))" >/tmp/result; sleep 600' >/dev/null
   sleep 2
 }
 rate() { awk -v n="$1" -v ms="$2" 'BEGIN { printf "%.1f", (ms > 0) ? n * 1000 / ms : 0 }'; }
@@ -328,6 +349,12 @@ with_outage() {
   outage_stop "$n"
   m "$label" "$t"
 }
+
+if [ "$suite" = adopt ]; then
+  adopt_part
+  echo "e2e-kind $suite: PASS"
+  exit 0
+fi
 
 # The first install, by hand, as blue-green's refusal on a fresh site advises.
 kubectl-bundle-slot preflight a
@@ -427,4 +454,5 @@ m "slot destroy b" "$t"
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-'; then
   fail "containers left after destroy"
 fi
+if [ "$suite" = all ]; then adopt_part; fi
 echo "e2e-kind $suite: PASS"
