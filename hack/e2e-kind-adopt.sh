@@ -102,7 +102,7 @@ EOF
   (cd "$root" && go build -o "$site_dir/bin/kind" sigs.k8s.io/kind) || fail "building the kind CLI from the pinned module"
   pkg01=$(make_pkg 0.1.0 "$(workload_image 0.1.0)" krops-airgap fixed)
   pkg02=$(make_pkg 0.2.0 "$(workload_image 0.2.0)" krops-airgap)
-  m "adopt: kind CLI, packages" "$t"
+  m "adopt: kind CLI + packages" "$t"
 
   # The site, as stage-and-create-cluster.sh and offline-run.sh build it.
   t=$(now)
@@ -127,7 +127,7 @@ EOF
   curl -fsS --retry 15 --retry-all-errors --retry-delay 1 "http://127.0.0.1:$site_port/v2/" >/dev/null ||
     fail "the site's registry does not answer on 127.0.0.1:$site_port"
   docker run -d --name "$site_wl-lb" --network kind --label dev.kubectl-bundle.e2e=1 "$KB_REGISTRY_IMAGE" >/dev/null
-  m "adopt: the site's kind + registry" "$t"
+  m "adopt: site kind + registry" "$t"
   t=$(now)
   zarf package verify "$pkg01" --key "$key" --no-color >"$site_dir/zarf.log" 2>&1 ||
     fail "zarf package verify: $(tail -5 "$site_dir/zarf.log")"
@@ -136,7 +136,7 @@ EOF
     --components= --confirm --no-color >>"$site_dir/zarf.log" 2>&1 || fail "zarf init: $(tail -5 "$site_dir/zarf.log")"
   zarf package deploy "$pkg01" --confirm --no-color >>"$site_dir/zarf.log" 2>&1 ||
     fail "zarf package deploy: $(tail -5 "$site_dir/zarf.log")"
-  m "adopt: the site's zarf init+deploy" "$t"
+  m "adopt: site zarf init+deploy" "$t"
   kubectl -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx 0.1.0 ||
     fail "the site does not run 0.1.0"
   recorded=$(kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.data.data}' | base64 -d |
