@@ -74,10 +74,30 @@ func (s *Session) Protected() (active, soaking string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if soaking = switchover.RevertTarget(sw, t); soaking == active {
-		soaking = ""
+	if err := pointerAgrees(s.Dir, active, sw); err != nil {
+		return "", "", err
 	}
+	soaking = switchover.Kept(sw, t, active)
 	return active, soaking, nil
+}
+
+// pointerAgrees checks the pointer against a finished switch record: a
+// pointer rewritten from outside to name another slot (an old backup
+// restored, a hand "fix") while the record, and the aliases with it, name
+// the slot that serves cannot be trusted to say which slot to keep. The
+// repair is the forced switch to the slot the record names.
+func pointerAgrees(d *state.Dir, active string, sw *switchover.Record) error {
+	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) {
+		return nil
+	}
+	switch sw.Phase {
+	case switchover.PhaseSwitched, switchover.PhaseAccepted, switchover.PhaseSwitchedBack:
+	default:
+		return nil // an unfinished switch: either end may be named (Kept keeps both)
+	}
+	return &state.DamageError{Path: d.Join(slot.ActiveFile),
+		Problem: fmt.Sprintf("it names slot %s, but the switch record says slot %s was made active (%s), and the aliases follow the record", active, sw.Target, sw.Phase),
+		Fix:     fmt.Sprintf("kubectl bundle-switch to %s --force   # or, if slot %s is meant to serve: kubectl bundle-switch to %s --force", sw.Target, active, active)}
 }
 
 // Protection reads the active pointer, the switch record, the protected

@@ -83,6 +83,23 @@ func lostPointer(d *state.Dir) error {
 		}
 		return lost(sw.Target, "the switch record says slot "+sw.Target+" was made active", fix)
 	}
+	// The open blue-green transaction names the slot that serves: its
+	// active slot until the switch, its candidate after it (the most
+	// recently gated slot would be the untried candidate before it).
+	if t, err := journal.New(d).Load(); err == nil && t != nil && t.Strategy == journal.BlueGreen {
+		serving := t.Slots.Active
+		switch {
+		case t.Phase == journal.Switched && t.Status == "done", t.Phase == journal.Soaking, t.Phase == journal.Accepted, t.Phase == journal.Retired:
+			serving = t.Slots.Candidate
+		}
+		if ValidName(serving) == nil && Exists(d, serving) {
+			fix := "kubectl bundle-switch to " + serving + " --force"
+			if _, err := Load(d, serving); err != nil {
+				fix = RepairCommand(serving) // its record first; then the switch
+			}
+			return lost(serving, "the open blue-green transaction "+t.ID+" says slot "+serving+" serves", fix)
+		}
+	}
 	// A slot that passed its gate on a site that never switched is the
 	// first install's normal middle (gate --record, then switch to):
 	// only a switch in the history makes the missing pointer a loss.

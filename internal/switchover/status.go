@@ -71,11 +71,13 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	}
 	ctxOf, regOf := map[string]string{}, map[string]string{}
 	var contexts, registries []string
+	txn, _ := journal.New(s.Dir).Load()
+	kept := Kept(sw, txn, st.Active)
 	for _, n := range names {
 		rec, err := slot.Load(s.Dir, n)
 		var dmg *slot.DamagedError
 		if errors.As(err, &dmg) {
-			dmg.Protected = n == st.Active || (sw != nil && sw.Soaking() && n == sw.Previous)
+			dmg.Protected = n == st.Active || n == kept
 			st.Damaged = append(st.Damaged, fmt.Sprintf("slot %s: its record cannot be read (%v); repair: %s", n, dmg.Err, dmg.Repair()))
 			continue
 		}

@@ -166,7 +166,33 @@ func Protects(d *state.Dir, name string) (bool, error) {
 		return false, err
 	}
 	t, _ := journal.New(d).Load()
-	return RevertTarget(sw, t) == name, nil
+	return Kept(sw, t, active) == name, nil
+}
+
+// Kept is the slot protected besides the active one (the pointer's):
+//   - while a switch or a switch back is unfinished, the end of it the
+//     pointer does not name (a switch back killed before it moved the
+//     pointer is returning to the known-good slot);
+//   - else the revert target (RevertTarget);
+//   - else the slot the switch record made active, when the pointer names
+//     another: which is right cannot be told, so neither is given up.
+//
+// "" when none.
+func Kept(sw *Record, t *journal.Transaction, active string) string {
+	if sw != nil && (sw.Phase == PhaseSwitching || sw.Phase == PhaseSwitchingBack) {
+		for _, n := range []string{sw.Target, sw.Previous} {
+			if n != "" && n != active {
+				return n
+			}
+		}
+	}
+	if r := RevertTarget(sw, t); r != "" && r != active {
+		return r
+	}
+	if sw != nil && sw.Target != "" && sw.Target != active {
+		return sw.Target
+	}
+	return ""
 }
 
 // RevertTarget is the slot kept for a revert: the previous slot while the
