@@ -83,11 +83,12 @@ func (s *Session) Protected() (active, soaking string, err error) {
 
 // pointerAgrees checks the pointer against a finished switch record: a
 // pointer rewritten from outside to name another slot (an old backup
-// restored, a hand "fix") while the record, and the aliases with it, name
+// restored, a hand "fix") to another slot that exists while the record,
+// and the aliases with it, name
 // the slot that serves cannot be trusted to say which slot to keep. The
 // repair is the forced switch to the slot the record names.
 func pointerAgrees(d *state.Dir, active string, sw *switchover.Record) error {
-	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) {
+	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) || !slot.Exists(d, active) {
 		return nil
 	}
 	switch sw.Phase {
