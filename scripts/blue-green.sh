@@ -38,7 +38,13 @@ rollback() {
     pass "candidate slot $candidate destroyed; the active slot was not touched"
     # The previous deployment is said to be in place only once it passed
     # its gate.
-    if ! gate_in_place "$active"; then
+    local rc=0
+    gate_in_place "$active" || rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
+      not_gated "$active" "$rc"
+      finish "$rc" "the update was rolled back, but the active slot $active could not be gated"
+    fi
+    if [ "$rc" -eq 1 ]; then
       fail "gate of the active slot $active"
       echo "BROKEN: the update was rolled back (candidate slot $candidate destroyed), but the active slot $active fails its gate: the previous deployment is NOT confirmed in place" >&2
       echo "see what fails: kubectl bundle-gate --slot $active $(quoted "${GATE_ARGS[@]}")" >&2
@@ -74,6 +80,7 @@ preflight() {
 apply() {
   parse_args "$@"
   require_update
+  check_gate_file apply "$PACKAGE"
   check_open blue-green
   if [ -z "$(txn id)" ]; then
     local active candidate
@@ -174,13 +181,30 @@ revert() {
     "$SWITCH" back || exit
   fi
   [ -n "$(txn id)" ] || refuse 4 "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)"
-  recorded_gate
-  local candidate previous broken=""
+  local candidate previous broken="" rc
   candidate=$(txn slots.candidate)
   previous=$(txn slots.active)
+  case "$(txn phase)" in
+    ACCEPTED | RETIRED)
+      # The soak is over (kubectl bundle-switch accept ends it too): the
+      # revert target may already be destroyed, as accept advises.
+      refuse 4 "transaction $(txn id) was accepted: slot $candidate stays active and slot $previous is no revert target any more, so there is nothing to revert; finish the update with: $(quoted "$SELF" accept)" ;;
+  esac
+  recorded_gate
+  check_gate_file revert
   done_phase DESTROYING || confirm_losses "$candidate" "revert"
   if ! done_phase SWITCHED_BACK; then
-    if ! gate_in_place "$previous"; then
+    rc=0
+    gate_in_place "$previous" || rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
+      not_gated "$previous" "$rc"
+      if [ "${#force[@]}" -eq 0 ]; then
+        echo "nothing was switched or destroyed; slot $candidate stays active and keeps serving (transaction $(txn id) stays open)" >&2
+        echo "once slot $previous can be gated, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
+        finish "$rc" "slot $previous could not be gated: nothing was switched"
+      fi
+      echo "reverting anyway (--force): switching back to slot $previous, which was not gated" >&2
+    elif [ "$rc" -eq 1 ]; then
       fail "gate of the previous slot $previous"
       if [ "${#force[@]}" -eq 0 ]; then
         echo "BROKEN: slot $previous, the previous deployment, fails its gate: nothing was switched or destroyed; slot $candidate stays active and keeps serving (transaction $(txn id) stays open, soaking)" >&2
@@ -196,7 +220,14 @@ revert() {
     kb "$SWITCH" back "${switch_args[@]}" "${force[@]}" || { fail "switching back: re-run this command"; finish 3; }
   fi
   pass "switched back to slot $previous"
-  if ! gate_in_place "$previous"; then
+  rc=0
+  gate_in_place "$previous" || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "${#force[@]}" -eq 0 ]; then
+    not_gated "$previous" "$rc"
+    echo "candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK); once slot $previous can be gated, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
+    finish "$rc" "slot $previous could not be gated after the switch back"
+  fi
+  if [ "$rc" -ne 0 ]; then
     fail "gate of slot $previous after the switch back"
     if [ "${#force[@]}" -eq 0 ]; then
       echo "BROKEN: switched back to slot $previous, but it fails its gate: candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK)" >&2

@@ -33,6 +33,7 @@ restore() {
 main() {
   parse_args "$@"
   require_update
+  check_gate_file "$PACKAGE"
   begin_on_active in-place updates
   local active digest
   active=$(txn slots.active)

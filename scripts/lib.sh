@@ -312,7 +312,14 @@ recover() {
     fail "$what: the recovery step failed"
     finish 3
   fi
-  if ! kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}"; then
+  local rc=0
+  kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}" || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
+    not_gated "$slot" "$rc"
+    echo "the transaction $(txn id) stays open in $phase; once slot $slot can be gated, run: $(rerun_command)" >&2
+    finish "$rc" "the restored slot $slot could not be gated"
+  fi
+  if [ "$rc" -eq 1 ]; then
     fail "$what, but its gate fails"
     echo "BROKEN: slot $slot holds the previous package $(txn fallback | cut -c1-12) but fails its gate: the previous deployment is NOT confirmed in place (transaction $(txn id) stays open in $phase)" >&2
     echo "see what fails: kubectl bundle-gate --slot $slot $(quoted "${GATE_ARGS[@]}")" >&2
@@ -343,8 +350,30 @@ recorded_gate() {
 
 # gate_in_place SLOT: the previous deployment in SLOT passes its gate
 # (recorded in its slot record). Only then may a run say it is in place.
+# The gate's exit code is returned as it is: only 1 says SLOT fails its
+# gate; 2 (its file or flags), 3 (the cluster or the state unreachable or
+# damaged) and 4 (a conflict) say it could not be gated (not_gated).
 gate_in_place() {
   kb "$GATE" --slot "$1" --record "${GATE_ARGS[@]}"
+}
+
+# not_gated SLOT RC: the gate of SLOT did not run to a verdict (exit RC):
+# say so and how to gate it, and nothing about SLOT's health.
+not_gated() {
+  fail "slot $1 could not be gated (kubectl bundle-gate exited $2; the error above says why): its health is not known"
+  echo "once that is fixed, gate it: kubectl bundle-gate --slot $1 $(quoted "${GATE_ARGS[@]}")" >&2
+}
+
+# check_gate_file VERB [ARGS...]: the gate file (--gate, or the one the open
+# transaction was begun with) can be read and parses as a gate, checked by
+# the gate itself before any step: a missing or bad file is a usage error
+# (exit 2) that changes nothing, never a slot that fails its gate.
+check_gate_file() {
+  [ -n "$GATE_FILE" ] || return 0
+  local rc=0
+  "$GATE" -f "$GATE_FILE" --parse-only -q || rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  refuse "$rc" "the gate file $GATE_FILE cannot be used (above): nothing was changed; restore or fix it, or name another: $(quoted "$SELF" "$@") --gate FILE"
 }
 
 # quoted ARGS...: ARGS as one line a shell reads back as the same words.

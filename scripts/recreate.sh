@@ -41,6 +41,7 @@ rebuild() {
 main() {
   parse_args "$@"
   require_update
+  check_gate_file "$PACKAGE"
   begin_on_active recreate rebuilds
   local active digest
   active=$(txn slots.active)

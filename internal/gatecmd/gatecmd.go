@@ -64,6 +64,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		&cli.StringFlag{Name: "filename", Aliases: []string{"f"}, Usage: "gate file (- for stdin; default the built-in gate)", TakesFile: true,
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE")},
 		&cli.BoolFlag{Name: "print-default", Usage: "print the built-in gate as YAML and exit"},
+		&cli.BoolFlag{Name: "parse-only", Usage: "read and check the gate (-f) and exit, evaluating nothing: exit 0 when it would run, 2 naming what is wrong (a script checks its --gate before its first step)"},
 		&cli.StringFlag{Name: "slot", Usage: "evaluate against this slot's cluster (instead of --kubeconfig/--context)"},
 		&cli.DurationFlag{Name: "timeout", HideDefault: true, Usage: "how long to wait for every check to pass (default gateTimeout in the state dir's config.yaml, else the largest check timeout: 20m for the built-in gate, else 10m)",
 			Sources: cli.EnvVars("KUBECTL_BUNDLE_GATE_TIMEOUT")},
@@ -116,6 +117,9 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		if len(dropped) > 0 && !common.Quiet {
 			fmt.Fprintf(streams.ErrOut, "management only: not checking %s (the workload clusters are not this slot's)\n", strings.Join(dropped, ", "))
 		}
+	}
+	if cmd.Bool("parse-only") {
+		return nil
 	}
 	slotName := cmd.String("slot")
 	if slotName != "" && kubeflags.Set(cmd) {

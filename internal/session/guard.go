@@ -242,6 +242,14 @@ func (s *Session) owns(t *journal.Transaction, name string, c Change) bool {
 func StepID(t *journal.Transaction) string { return t.ID + "/" + string(t.Phase) }
 
 func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
+	if t := p.Txn; t != nil && t.Strategy == journal.BlueGreen && p.Soaking != "" && (name == p.Active || name == p.Soaking) {
+		// The soak belongs to the transaction: a plain switch back would
+		// leave it soaking on a slot no longer active, so the switch
+		// refuses it; the script's revert and accept end it.
+		script := journal.ScriptPath(journal.BlueGreen)
+		return fmt.Sprintf("end the soak of transaction %s first: revert it (%s revert: switches back to slot %s and destroys slot %s) or accept it (%s accept: keeps slot %s)",
+			t.ID, script, p.Soaking, p.Active, script, p.Active)
+	}
 	switch {
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"

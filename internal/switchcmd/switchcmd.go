@@ -204,6 +204,13 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 		if err != nil {
 			return err
 		}
+		if file != "" && file != "-" {
+			f, err := os.Open(file)
+			if err != nil {
+				return kcli.Usage("the gate file %s cannot be read (%v): slot %s was not gated and nothing was switched; restore the file, or name another: kubectl bundle-switch back --gate FILE", file, err, name)
+			}
+			f.Close()
+		}
 		rec, err := slot.Load(s.Dir, name)
 		if err != nil {
 			return err
