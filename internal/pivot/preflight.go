@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +31,10 @@ type Plan struct {
 	MissingOnSource []schema.GroupVersionKind `json:"missingOnSource,omitempty"`
 	// Revertible says whether a revert could move the objects back.
 	Revertible bool `json:"revertible"`
+	// Unfit says what clusterctl's mover needs and one side lacks: its
+	// provider inventory, or a provider of the source at the same or a
+	// newer version on the target. The pivot is refused.
+	Unfit []string `json:"unfit,omitempty"`
 }
 
 // TypeCount is one moved kind and how many objects of it there are.
@@ -58,6 +63,9 @@ func (p *Plan) Summary() string {
 // Check refuses a plan the target cannot take, and one that cannot be
 // reverted unless yes.
 func (p *Plan) Check(yes bool) error {
+	if len(p.Unfit) > 0 {
+		return &UnfitError{Plan: p}
+	}
 	if len(p.MissingOnTarget) > 0 {
 		return &UnservedError{Plan: p}
 	}
@@ -78,6 +86,74 @@ func (e *UnservedError) Error() string {
 
 // ErrorKind: a precondition of the strategy is missing.
 func (e *UnservedError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// UnfitError is a pivot refused before anything was paused, moved or
+// switched: a management cluster lacks what clusterctl's mover checks
+// first (both sides' provider inventory, the source's providers on the
+// target), so the move would fail on every attempt.
+type UnfitError struct{ Plan *Plan }
+
+func (e *UnfitError) Error() string {
+	return fmt.Sprintf("a pivot from slot %s to slot %s cannot run: %s; nothing was paused, moved or switched. A pivot moves the Cluster API objects between two management clusters that run the same Cluster API providers (installed by clusterctl init or by the package); without them, switch without moving the workload clusters (--mode s2 or repoint)",
+		e.Plan.From, e.Plan.To, strings.Join(e.Plan.Unfit, "; "))
+}
+
+// ErrorKind: a precondition of the strategy is missing.
+func (e *UnfitError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// inventoryGK is clusterctl's provider inventory (providers.clusterctl.cluster.x-k8s.io).
+var inventoryGK = schema.GroupKind{Group: clusterctlv1.GroupVersion.Group, Kind: "Provider"}
+
+// checkProviders adds to plan.Unfit what clusterctl's mover would refuse
+// first (its checkTargetProviders): a side without the provider
+// inventory, a provider of the source missing on the target or older
+// there. It reads both inventories; it changes nothing.
+func checkProviders(ctx context.Context, plan *Plan, fromC, toC client.Client, fromCRDs, toCRDs map[schema.GroupKind]crdInfo) error {
+	for _, side := range []struct {
+		slot string
+		crds map[schema.GroupKind]crdInfo
+	}{{plan.From, fromCRDs}, {plan.To, toCRDs}} {
+		if info, ok := side.crds[inventoryGK]; !ok || !info.served[clusterctlv1.GroupVersion.Version] {
+			plan.Unfit = append(plan.Unfit, fmt.Sprintf("slot %s has no Cluster API provider inventory (%s %s is not served: no clusterctl-installed providers)", side.slot, inventoryGK.Kind, clusterctlv1.GroupVersion))
+		}
+	}
+	if len(plan.Unfit) > 0 {
+		return nil
+	}
+	var fromP, toP clusterctlv1.ProviderList
+	if err := fromC.List(ctx, &fromP); err != nil {
+		return fmt.Errorf("listing the Cluster API providers on slot %s: %w", plan.From, err)
+	}
+	if err := toC.List(ctx, &toP); err != nil {
+		return fmt.Errorf("listing the Cluster API providers on slot %s: %w", plan.To, err)
+	}
+	if len(fromP.Items) == 0 {
+		plan.Unfit = append(plan.Unfit, fmt.Sprintf("slot %s runs no Cluster API provider (its inventory is empty)", plan.From))
+	}
+	for _, sp := range fromP.Items {
+		sv, err := version.ParseSemantic(sp.Version)
+		if err != nil {
+			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s on slot %s has version %q, which is not a semantic version", sp.InstanceName(), plan.From, sp.Version))
+			continue
+		}
+		var best *version.Version
+		for _, tp := range toP.Items {
+			if !sp.SameAs(tp) {
+				continue
+			}
+			if tv, err := version.ParseSemantic(tp.Version); err == nil && (best == nil || best.LessThan(tv)) {
+				best = tv
+			}
+		}
+		switch {
+		case best == nil:
+			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s (%s %s) of slot %s is not installed on slot %s", sp.ProviderName, sp.Type, sp.Version, plan.From, plan.To))
+		case !best.AtLeast(sv):
+			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s is older on slot %s (%s) than on slot %s (%s)", sp.ProviderName, plan.To, best, plan.From, sv))
+		}
+	}
+	return nil
+}
 
 func joinTypes(gvks []schema.GroupVersionKind) string {
 	var s []string
@@ -140,6 +216,9 @@ func Preflight(ctx context.Context, from, to Endpoint, namespace string) (*Plan,
 		return nil, fmt.Errorf("slot %s: %w", to.Slot, err)
 	}
 	plan := &Plan{From: from.Slot, To: to.Slot, Revertible: true}
+	if err := checkProviders(ctx, plan, fromC, toC, fromCRDs, toCRDs); err != nil {
+		return nil, err
+	}
 	gks := make([]schema.GroupKind, 0, len(fromCRDs))
 	for gk, info := range fromCRDs {
 		// clusterctl's own inventory stays with each cluster's providers.
@@ -173,6 +252,6 @@ func Preflight(ctx context.Context, from, to Endpoint, namespace string) (*Plan,
 			plan.MissingOnSource = append(plan.MissingOnSource, gk.WithVersion(target.storage))
 		}
 	}
-	plan.Revertible = len(plan.MissingOnTarget) == 0 && len(plan.MissingOnSource) == 0
+	plan.Revertible = len(plan.MissingOnTarget) == 0 && len(plan.MissingOnSource) == 0 && len(plan.Unfit) == 0
 	return plan, nil
 }
