@@ -24,6 +24,12 @@ usage() {
   sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
+# ROLLBACK_CODE and ROLLBACK_WHY are the exit code (and why) of a rollback
+# that restored the previous deployment: 1, the update failed, unless a
+# precondition found only at the switch (exit 3) decides it.
+ROLLBACK_CODE=1
+ROLLBACK_WHY=""
+
 # rollback destroys the candidate (never the active slot) and closes the
 # transaction; before anything was built there is nothing to destroy.
 rollback() {
@@ -51,7 +57,7 @@ rollback() {
       finish 3 "the active slot $active fails its gate; see BROKEN above"
     fi
     pass "slot $active passed its gate"
-    finish 1
+    finish "$ROLLBACK_CODE" "$ROLLBACK_WHY"
   fi
   fail "destroying candidate slot $candidate"
   finish 3
@@ -122,7 +128,18 @@ apply() {
   [ "$(txn switchMode)" != repoint ] || scope=(--management-only)
   step HEALTHY "$GATE" --slot "$candidate" --record "${scope[@]}" "${GATE_ARGS[@]}" || rollback "gate of slot $candidate"
   pass "slot $candidate passed its gate"
-  if ! kb "$SWITCH" to "$candidate"; then
+  local rc=0
+  kb "$SWITCH" to "$candidate" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -ne 4 ] && [ -z "$("$JOURNAL" status -o 'jsonpath={.transaction.steps[?(@.phase=="SWITCHED")].status}')" ]; then
+      # The switch refused before its first write (a precondition of its
+      # mode, as a pivot's): nothing was switched, so the update is rolled
+      # back like any failure before SWITCHED, and the refusal's exit code
+      # is the script's.
+      ROLLBACK_CODE=$rc
+      ROLLBACK_WHY="the switch to slot $candidate refused (exit $rc, see above): the update was rolled back"
+      rollback "switch to slot $candidate (refused before anything was switched)"
+    fi
     fail "switch to slot $candidate did not finish: re-run this command to complete it"
     finish 3
   fi

@@ -332,6 +332,9 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 	}
 	if candidate != "" {
 		if why := p.Why(candidate); why != "" {
+			if len(p.Owners[candidate]) > 0 && candidate != p.Active && candidate != p.Soaking {
+				return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s. %s", candidate, why, switchover.ReturnToOwner(candidate))
+			}
 			return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s", candidate, why)
 		}
 	}

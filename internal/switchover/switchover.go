@@ -552,6 +552,15 @@ func (e *BackGateError) Unwrap() error { return e.Err }
 // ErrorKind: the previous deployment is broken (exit 3).
 func (e *BackGateError) ErrorKind() errkind.Kind { return errkind.Environment }
 
+// ReturnToOwner is the way back to slot owner, which an S1 (repoint)
+// update kept for the workload clusters it runs: it still holds the
+// previous package, so returning is a new switch to it, not a build (a
+// build there would delete those clusters).
+func ReturnToOwner(owner string) string {
+	return fmt.Sprintf("To return to the previous package, which slot %s still holds and serves its workload clusters with, gate it and switch to it: kubectl bundle-gate --slot %s --record, then kubectl bundle-switch to %s",
+		owner, owner, owner)
+}
+
 // Back returns to the previous slot during the soak. Unless force, the
 // previous slot must pass its gate first (GateBack): a revert never
 // switches to a slot that is broken. Resuming an interrupted switch back
@@ -583,9 +592,8 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	case PhaseAccepted:
 		prev, err := slot.Load(s.Dir, sw.Previous)
 		if err == nil && sw.Mode == journal.SwitchRepoint {
-			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted in mode repoint (S1): slot %s is no longer a revert target; it keeps running the workload clusters it owns (%s), and slot %s stays active. "+
-				"To return to the previous package, update to it as to any package (%s apply PACKAGE --key KEY --switch-mode repoint)",
-				sw.Target, sw.Previous, orNone(strings.Join(prev.OwnsWorkloads, ", ")), sw.Target, journal.ScriptPath(journal.BlueGreen))}
+			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted in mode repoint (S1): slot %s is no longer a revert target; it keeps running the workload clusters it owns (%s), and slot %s stays active. %s",
+				sw.Target, sw.Previous, orNone(strings.Join(prev.OwnsWorkloads, ", ")), sw.Target, ReturnToOwner(sw.Previous))}
 		}
 		if errors.As(err, new(*slot.NotFoundError)) {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
