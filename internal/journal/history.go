@@ -46,6 +46,28 @@ type Event struct {
 	Fallback string `json:"fallback,omitempty"`
 	Slots    *Slots `json:"slots,omitempty"`
 	Gate     *Gate  `json:"gate,omitempty"`
+	// Identity is what a slot's create, adopt, repair or ownership event
+	// says of the slot for good, so that losing its record loses none of
+	// what decides its protection and its repair.
+	Identity *SlotIdentity `json:"identity,omitempty"`
+}
+
+// SlotIdentity is the durable part of a slot's record: which provider
+// built it, the names it runs under (an adopted site's own, not derived
+// ones), its context, and the workload clusters it owns after an S1
+// (repoint) update. Histories written before it have none: their slots
+// fall back to the settings.
+type SlotIdentity struct {
+	Provider      string   `json:"provider"`
+	Cluster       string   `json:"cluster,omitempty"`
+	Context       string   `json:"context,omitempty"`
+	Kubeconfig    string   `json:"kubeconfig,omitempty"`
+	Registry      string   `json:"registry,omitempty"`
+	RegistryPort  int      `json:"registryPort,omitempty"`
+	Inputs        string   `json:"inputs,omitempty"`
+	Adopted       bool     `json:"adopted,omitempty"`
+	Workloads     []string `json:"workloads,omitempty"`
+	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
 }
 
 // History is history.jsonl as read.

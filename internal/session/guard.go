@@ -164,19 +164,10 @@ func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	return rec, err
 }
 
-// workloadOwners reads which slots own workload clusters. A record that cannot be
-// read owns nothing known: its own damage is reported where it is read
-// (a damaged record is cleared only by destroy --force, which says so).
-func workloadOwners(d *state.Dir) map[string][]string {
-	names, _ := slot.List(d)
-	out := map[string][]string{}
-	for _, n := range names {
-		if rec, err := slot.Load(d, n); err == nil && len(rec.OwnsWorkloads) > 0 {
-			out[n] = rec.OwnsWorkloads
-		}
-	}
-	return out
-}
+// workloadOwners reads which slots own workload clusters: a slot's record
+// says so, or, when the record is lost or damaged, the history (an S1
+// owner stays protected whatever happened to its record).
+func workloadOwners(d *state.Dir) map[string][]string { return slot.WorkloadOwners(d) }
 
 // Why says why name is protected ("" when it is not).
 func (p *Protection) Why(name string) string {
@@ -254,7 +245,11 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
 	case len(p.Owners[name]) > 0:
-		return "destroying it deletes those workload clusters; move them first (an S2 update rebuilds them in the slot it builds)"
+		advice := "destroying it deletes those workload clusters; move them first (an S2 update rebuilds them in the slot it builds)"
+		if _, err := slot.Load(s.Dir, name); err != nil {
+			advice += fmt.Sprintf("; its record is missing or damaged (the history keeps what it owns): rebuild it with %s", slot.RepairCommand(name))
+		}
+		return advice
 	case c == Destroy:
 		other := "SLOT"
 		if names, _ := slot.List(s.Dir); len(names) > 0 {

@@ -132,26 +132,9 @@ func Exists(d *state.Dir, name string) bool {
 	return createdPerHistory(d, name)
 }
 
-// createdPerHistory reports whether the history's last create or destroy
-// of slot name is a create.
-func createdPerHistory(d *state.Dir, name string) bool {
-	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
-	if err != nil {
-		return false
-	}
-	created := false
-	for _, ev := range h.Events {
-		if ev.Type == "slot" && ev.Slot == name {
-			switch ev.Detail {
-			case "create":
-				created = true
-			case "destroy", DetailGone:
-				created = false
-			}
-		}
-	}
-	return created
-}
+// createdPerHistory reports whether the history's last create (or
+// completed adopt) of slot name is not followed by its destroy.
+func createdPerHistory(d *state.Dir, name string) bool { return historyOf(d, name).exists }
 
 // switchedPerHistory reports whether the history records a completed
 // switch (switchover's "switch" event).

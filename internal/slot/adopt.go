@@ -15,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 )
 
 // AdoptOptions name a running site (built the way offline-run.sh builds
@@ -60,7 +61,11 @@ func (m *Manager) NamesOf(slotName string) (*Names, error) {
 		return nil, err
 	}
 	rec, err := Load(m.Dir, slotName)
-	if err != nil || !rec.Adopted {
+	if err != nil {
+		// Lost or damaged: the history keeps whether it was adopted.
+		rec = m.historyRecord(slotName)
+	}
+	if rec == nil || !rec.Adopted {
 		return n, nil
 	}
 	return m.Config.adoptedNames(rec, n), nil
@@ -160,7 +165,9 @@ func (m *Manager) Adopt(ctx context.Context, slotName string, o AdoptOptions) (*
 		m.record(slotName, "adopt", "failed", err)
 		return nil, err
 	}
-	m.record(slotName, "adopt", "done", nil)
+	ev := IdentityEvent(rec, "adopt", journal.StatusDone)
+	ev.Package = o.Digest // the package it runs, as a deploy records it
+	m.recordEvent(ev)
 	return &AdoptResult{Record: rec, ManifestDigest: digest, Secret: secret}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -24,6 +25,10 @@ type Repaired struct {
 	// Running lists what the machine runs of the slot, when the record was
 	// missing (rebuilt from what runs).
 	Running []string `json:"running,omitempty"`
+	// FromHistory: the slot's provider, names and context came from the
+	// history's record of its create, adopt or last repair, not from the
+	// settings.
+	FromHistory bool `json:"fromHistory,omitempty"`
 }
 
 // GoneError is a slot with no record of which nothing runs: it is gone,
@@ -41,10 +46,12 @@ func (e *GoneError) ErrorKind() errkind.Kind { return errkind.Environment }
 var ErrNotDamaged = errors.New("the record is not damaged")
 
 // RepairRecord rebuilds the damaged record of slotName without touching its
-// cluster: its names and provider from the settings (as create derives
-// them), its package from the last deploy the history recorded for it
-// (when that package is still staged), and no gate result (the gate is run
-// again). The damaged file is moved aside, not deleted. The caller holds
+// cluster: its provider, names, context and owned workload clusters from
+// the identity the history recorded with its create, adopt, last repair or
+// S1 accept (from the settings, as create derives them, when the history
+// predates identities), its package from the last deploy or adopt the
+// history recorded for it (when that package is still staged), and no gate
+// result (the gate is run again). The damaged file is moved aside, not deleted. The caller holds
 // the lock and has decided the slot is to be kept (a protected slot).
 //
 // A missing record (removed from outside) is rebuilt the same way when the
@@ -61,13 +68,29 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 	case !errors.As(err, &dmg) && !errors.As(err, &nf):
 		return nil, err
 	}
-	n, err := m.Config.NamesFor(slotName)
+	n, err := m.NamesOf(slotName)
 	if err != nil {
 		return nil, err
 	}
+	// What the history says the slot was built as (its provider, an
+	// adopted site's names, its context, what it owns) outlives the
+	// record; only a history that predates that falls back to the
+	// settings.
+	kept := m.historyRecord(slotName)
 	p, err := m.provider()
+	if kept != nil {
+		p, err = recordProvider(kept)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if kept != nil && kept.Provider == ProviderExisting && m.Config.Existing[slotName].Context == "" {
+		ex := maps.Clone(m.Config.Existing)
+		if ex == nil {
+			ex = map[string]ExistingSlot{}
+		}
+		ex[slotName] = ExistingSlot{Context: kept.Context, Kubeconfig: kept.Kubeconfig}
+		m.Config.Existing = ex
 	}
 	var running []string
 	if nf != nil {
@@ -82,7 +105,14 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 	now := time.Now().UTC()
 	rec := &Record{Name: slotName, Provider: p.Name(), Context: n.Context, State: StateReady, Created: now, Inputs: m.inputs(p, n)}
 	p.NewRecord(m, rec, n)
-	out := &Repaired{Record: rec, Running: running}
+	if kept != nil {
+		rec.Cluster, rec.Context, rec.Kubeconfig, rec.Registry, rec.RegistryPort = kept.Cluster, kept.Context, kept.Kubeconfig, kept.Registry, kept.RegistryPort
+		rec.Adopted, rec.Workloads, rec.OwnsWorkloads = kept.Adopted, kept.Workloads, kept.OwnsWorkloads
+		if kept.Inputs != "" {
+			rec.Inputs = kept.Inputs
+		}
+	}
+	out := &Repaired{Record: rec, Running: running, FromHistory: kept != nil}
 	if ref, from := lastDeployed(m.Dir, slotName); ref != nil {
 		rec.Package, out.PackageFrom = ref, from
 	}
@@ -96,7 +126,7 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 	if err := Save(m.Dir, rec); err != nil {
 		return nil, err
 	}
-	m.record(slotName, "repair", journal.StatusDone, nil)
+	m.recordIdentity(rec, "repair", journal.StatusDone)
 	return out, nil
 }
 
@@ -129,6 +159,8 @@ func lastDeployed(d *state.Dir, slotName string) (*PackageRef, string) {
 		switch {
 		case strings.HasPrefix(ev.Detail, "deploy/") && ev.Status == journal.StatusDone:
 			prefix, when = strings.TrimPrefix(ev.Detail, "deploy/"), ev.Time
+		case ev.Detail == "adopt" && ev.Status == journal.StatusDone:
+			prefix, when = ev.Package, ev.Time // "" before adopt recorded it
 		case ev.Detail == "create" || ev.Detail == "destroy":
 			prefix = ""
 		}

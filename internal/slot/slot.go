@@ -180,7 +180,7 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	if err := Save(m.Dir, rec); err != nil {
 		return nil, err
 	}
-	m.record(slotName, "create", "started", nil)
+	m.recordIdentity(rec, "create", "started")
 	if err := p.Create(ctx, m, rec, n); err != nil {
 		return rec, err
 	}
@@ -188,7 +188,7 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	if err := Save(m.Dir, rec); err != nil {
 		return nil, err
 	}
-	m.record(slotName, "create", "done", nil)
+	m.recordIdentity(rec, "create", "done")
 	return rec, nil
 }
 
@@ -408,12 +408,19 @@ func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 	var p Provider
 	if errors.As(err, &nf) || errors.As(err, &dmg) {
 		// No record, or one whose content is not trusted: clean up what the
-		// configured provider would have built under the slot's names.
-		if p, err = m.provider(); err != nil {
-			return err
+		// history says the slot was built as, else what the configured
+		// provider would have built under the slot's names.
+		if rec = m.historyRecord(slotName); rec != nil {
+			if p, err = recordProvider(rec); err != nil {
+				return err
+			}
+		} else {
+			if p, err = m.provider(); err != nil {
+				return err
+			}
+			rec = &Record{Name: slotName, Provider: p.Name(), Cluster: n.Cluster, Registry: n.Registry, Kubeconfig: m.Kubeconfig}
+			p.NewRecord(m, rec, n)
 		}
-		rec = &Record{Name: slotName, Provider: p.Name(), Cluster: n.Cluster, Registry: n.Registry, Kubeconfig: m.Kubeconfig}
-		p.NewRecord(m, rec, n)
 	} else if err != nil {
 		return err
 	} else {

@@ -484,10 +484,17 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	if rep.Record.Package != nil {
 		pkg = packageString(rep.Record.Package) + ", from " + rep.PackageFrom
 	}
+	from := "the settings"
+	if rep.FromHistory {
+		from = "the history's record of what it was built as"
+	}
 	if missing {
-		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from what runs (%s) and the settings (%s); its cluster was not touched\n", name, strings.Join(rep.Running, ", "), slot.Summary(rep.Record))
+		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from what runs (%s) and %s (%s); its cluster was not touched\n", name, strings.Join(rep.Running, ", "), from, slot.Summary(rep.Record))
 	} else {
-		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from the settings (%s); its cluster was not touched\n", name, slot.Summary(rep.Record))
+		fmt.Fprintf(s.streams.Out, "slot %s: record rebuilt from %s (%s); its cluster was not touched\n", name, from, slot.Summary(rep.Record))
+	}
+	if len(rep.Record.OwnsWorkloads) > 0 {
+		fmt.Fprintln(s.streams.Out, rep.Record.OwnsWorkloadsLine())
 	}
 	fmt.Fprintf(s.streams.Out, "package: %s\n", pkg)
 	if rep.Aside != "" {

@@ -161,6 +161,10 @@ func Protects(d *state.Dir, name string) (bool, error) {
 	if name == active {
 		return true, nil
 	}
+	// An S1 owner's damaged record: the history keeps what it owns.
+	if len(slot.OwnedPerHistory(d, name)) > 0 {
+		return true, nil
+	}
 	sw, err := LoadRecord(d)
 	if err != nil {
 		return false, err
@@ -763,6 +767,14 @@ func (s *Switcher) keepWorkloads(ctx context.Context, name string) ([]string, er
 	if len(owns) > 0 && !slices.Equal(owns, rec.OwnsWorkloads) {
 		rec.OwnsWorkloads = owns
 		if err := slot.Save(s.Dir, rec); err != nil {
+			return nil, err
+		}
+	}
+	// The history keeps the ownership too (again after a crash here): a
+	// lost or damaged record must not make the slot destroyable with its
+	// workloads.
+	if len(owns) > 0 && s.Journal != nil && !slices.Equal(slot.OwnedPerHistory(s.Dir, name), owns) {
+		if err := s.Journal.Record(slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)); err != nil {
 			return nil, err
 		}
 	}
