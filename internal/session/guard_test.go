@@ -170,3 +170,33 @@ func TestDamageIsNotNone(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardKeepsAnOwnerWhoseRecordIsLost: an S1 owner (the history's
+// ownership event) is refused destroy with its record removed or damaged,
+// and the advice names the repair of its record.
+func TestGuardKeepsAnOwnerWhoseRecordIsLost(t *testing.T) {
+	dir := t.TempDir()
+	slots(t, dir)
+	write(t, dir, "active", "b\n")
+	s := open(t, dir)
+	rec := &slot.Record{Name: "a", Provider: slot.ProviderKind, State: slot.StateReady, OwnsWorkloads: []string{"airgap-wl-a"}}
+	for _, ev := range []journal.Event{{Type: "slot", Slot: "a", Detail: "create", Status: journal.StatusDone}, slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)} {
+		if err := s.Journal.Record(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, damage := range []func(){
+		func() { write(t, dir, "slots/a.json", "{not json") },
+		func() { os.Remove(filepath.Join(dir, "slots", "a.json")) },
+	} {
+		damage()
+		err := s.Guard("a", Destroy, false)
+		if errkind.Of(err) != errkind.Conflict || !strings.Contains(err.Error(), "owns workload clusters airgap-wl-a") ||
+			!strings.Contains(err.Error(), "kubectl bundle-slot repair a") {
+			t.Errorf("destroy of an owner without its record: %v", err)
+		}
+	}
+	if err := s.Guard("c", Destroy, false); err != nil {
+		t.Errorf("a slot that owns nothing: %v", err)
+	}
+}
