@@ -238,7 +238,7 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 		// leave it soaking on a slot no longer active, so the switch
 		// refuses it; the script's revert and accept end it.
 		script := journal.ScriptPath(journal.BlueGreen)
-		return fmt.Sprintf("end the soak of transaction %s first: revert it (%s revert: switches back to slot %s and destroys slot %s) or accept it (%s accept: keeps slot %s)",
+		return fmt.Sprintf("end the soak of transaction %s first: revert it (%s revert), which switches back to slot %s and destroys slot %s, or accept it (%s accept), which keeps slot %s",
 			t.ID, script, p.Soaking, p.Active, script, p.Active)
 	}
 	switch {
