@@ -81,11 +81,10 @@ func (s *Session) Protected() (active, soaking string, err error) {
 	return active, soaking, nil
 }
 
-// pointerAgrees checks the pointer against a finished switch record: a
-// pointer rewritten from outside to name another slot (an old backup
-// restored, a hand "fix") to another slot that exists while the record,
-// and the aliases with it, name
-// the slot that serves cannot be trusted to say which slot to keep. The
+// pointerAgrees checks the pointer against a finished switch record. A
+// pointer rewritten from outside (an old backup restored, a hand "fix") to
+// name another existing slot than the one the record, and the aliases
+// with it, made active cannot be trusted to say which slot to keep. The
 // repair is the forced switch to the slot the record names.
 func pointerAgrees(d *state.Dir, active string, sw *switchover.Record) error {
 	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) || !slot.Exists(d, active) {
@@ -134,7 +133,7 @@ func (s *Session) Protection() (*Protection, error) {
 			return nil, lerr
 		}
 	}
-	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: workloadOwners(s.Dir)}, nil
+	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: slot.WorkloadOwners(s.Dir)}, nil
 }
 
 // Check reads the state every mutating command relies on (the active
@@ -163,11 +162,6 @@ func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	}
 	return rec, err
 }
-
-// workloadOwners reads which slots own workload clusters: a slot's record
-// says so, or, when the record is lost or damaged, the history (an S1
-// owner stays protected whatever happened to its record).
-func workloadOwners(d *state.Dir) map[string][]string { return slot.WorkloadOwners(d) }
 
 // Why says why name is protected ("" when it is not).
 func (p *Protection) Why(name string) string {
