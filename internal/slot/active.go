@@ -207,7 +207,8 @@ func ActiveFix(d *state.Dir) string {
 // CheckActiveRecord decides whether the active pointer's slot has a
 // record. A pointer to a slot with no record (destroyed with --force, or
 // removed from outside) is damage, except while t, a recreate of that very
-// slot, has torn it down to rebuild it. Its repair points the pointer at
+// slot, has torn it down to rebuild it, or t, a blue-green update, soaks
+// on it (SoakGone: its revert is the way on). Its repair points the pointer at
 // a slot that exists, or removes it when none does: never a switch to the
 // slot that is gone.
 func CheckActiveRecord(d *state.Dir, active string, t *journal.Transaction) error {
@@ -222,11 +223,35 @@ func CheckActiveRecord(d *state.Dir, active string, t *journal.Transaction) erro
 	if t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active {
 		return nil
 	}
+	if SoakGone(d, active, t) != "" {
+		return nil
+	}
 	fix := ActiveFix(d)
 	if createdPerHistory(d, active) {
 		fix = PointerRepair(d, active)
 	}
 	return &state.DamageError{Path: d.Join(ActiveFile), Problem: fmt.Sprintf("slot %q has no record", active), Fix: fix}
+}
+
+// SoakGone is the slot to go back to when active, the candidate that an
+// open blue-green transaction t switched to, is gone (destroyed with
+// --force during the soak) and the slot it replaced still has a record.
+// That is no damage: t's revert is the way on (it gates that slot,
+// switches back and closes t), and accept and a switch to the gone slot
+// refuse, naming it.
+func SoakGone(d *state.Dir, active string, t *journal.Transaction) string {
+	if t == nil || t.Strategy != journal.BlueGreen || t.Slots.Candidate != active || t.Slots.Active == "" || t.Slots.Active == active {
+		return ""
+	}
+	switch t.Phase {
+	case journal.Switched, journal.Soaking, journal.SwitchedBack:
+	default:
+		return ""
+	}
+	if _, err := Load(d, t.Slots.Active); err != nil {
+		return ""
+	}
+	return t.Slots.Active
 }
 
 // PointerRepair is the repair of a pointer naming slot active, which has

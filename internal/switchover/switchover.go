@@ -376,6 +376,13 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 			dmg.Protected = p
 		}
 	}
+	if errors.As(err, new(*slot.NotFoundError)) {
+		if t, terr := s.transaction(); terr == nil {
+			if a, aerr := s.Active(); aerr == nil && a == target && slot.SoakGone(s.Dir, target, t) != "" {
+				return nil, &ConflictError{goneSoaking(target, t.Slots.Active)}
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -523,6 +530,14 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	s.event("to", target, previous)
 	return out, nil
+}
+
+// goneSoaking refuses to accept, or switch again to, slot target that
+// soaks and is gone (destroyed with --force): accepting it would retire
+// previous, the slot that still holds the previous deployment.
+func goneSoaking(target, previous string) string {
+	return fmt.Sprintf("slot %s, the slot soaking, is gone (destroyed with --force): there is nothing to accept or switch to, and slot %s still holds the previous deployment. Go back to it: %s revert (without the script: kubectl bundle-switch back)",
+		target, previous, journal.ScriptPath(journal.BlueGreen))
 }
 
 // soakingTxn returns t when it is a blue-green transaction that has
@@ -686,6 +701,9 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 			phase = sw.Phase
 		}
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
+	}
+	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
+		return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
 	}
 	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
 	if sw.Phase == PhaseSwitched && ifSoaked {
