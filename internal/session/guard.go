@@ -74,7 +74,7 @@ func (s *Session) Protected() (active, soaking string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if err := pointerAgrees(s.Dir, active, sw); err != nil {
+	if err := pointerAgrees(s.Dir, active, sw, t); err != nil {
 		return "", "", err
 	}
 	soaking = switchover.Kept(sw, t, active)
@@ -86,7 +86,7 @@ func (s *Session) Protected() (active, soaking string, err error) {
 // name another existing slot than the one the record, and the aliases
 // with it, made active cannot be trusted to say which slot to keep. The
 // repair is the forced switch to the slot the record names.
-func pointerAgrees(d *state.Dir, active string, sw *switchover.Record) error {
+func pointerAgrees(d *state.Dir, active string, sw *switchover.Record, t *journal.Transaction) error {
 	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) || !slot.Exists(d, active) {
 		return nil
 	}
@@ -95,9 +95,18 @@ func pointerAgrees(d *state.Dir, active string, sw *switchover.Record) error {
 	default:
 		return nil // an unfinished switch: either end may be named (Kept keeps both)
 	}
+	fix := fmt.Sprintf("kubectl bundle-switch to %s --force   # or, if slot %s is meant to serve: kubectl bundle-switch to %s --force", sw.Target, active, active)
+	if t != nil && t.Strategy == journal.BlueGreen && t.Slots.Candidate == sw.Target && t.Slots.Active == active {
+		// Within an open blue-green update, going back to the slot it
+		// replaced is its revert (which also destroys the candidate and
+		// closes it): a forced switch there would leave it soaking on a
+		// slot no longer active.
+		fix = fmt.Sprintf("kubectl bundle-switch to %s --force   # the slot transaction %s soaks on; to go back to slot %s, then run: %s revert",
+			sw.Target, t.ID, active, journal.ScriptPath(journal.BlueGreen))
+	}
 	return &state.DamageError{Path: d.Join(slot.ActiveFile),
 		Problem: fmt.Sprintf("it names slot %s, but the switch record says slot %s was made active (%s), and the aliases follow the record", active, sw.Target, sw.Phase),
-		Fix:     fmt.Sprintf("kubectl bundle-switch to %s --force   # or, if slot %s is meant to serve: kubectl bundle-switch to %s --force", sw.Target, active, active)}
+		Fix:     fix}
 }
 
 // Protection reads the active pointer, the switch record, the protected

@@ -425,7 +425,15 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := s.checkTransaction(t, target, force, journal.Switched, journal.Soaking); err != nil {
 		return nil, err
 	}
-	if err := checkNotBack(blueGreen(t), target, active); err != nil {
+	// A pointer that disagrees with a finished switch record (an old
+	// backup restored) does not make going back anything but the
+	// transaction's revert: the record says which slot serves.
+	serving := active
+	if !pointerDamaged && sw != nil && sw.Target != "" && sw.Target != active &&
+		(sw.Phase == PhaseSwitched || sw.Phase == PhaseAccepted) && slot.Exists(s.Dir, sw.Target) {
+		serving = sw.Target
+	}
+	if err := checkNotBack(blueGreen(t), target, serving); err != nil {
 		return nil, err
 	}
 	if !force && !resuming {
