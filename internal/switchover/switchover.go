@@ -760,6 +760,9 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 				res.Keeps, res.Retire = "", "kubectl bundle-slot destroy "+sw.Previous
 			}
 		}
+		if err := s.releaseWorkloads(sw.Target); err != nil {
+			return err
+		}
 		sw.Phase = PhaseAccepted
 		return s.save(sw)
 	}); err != nil {
@@ -768,6 +771,31 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	s.event("accept", sw.Target, sw.Previous)
 	res.Accepted = true
 	return res, nil
+}
+
+// releaseWorkloads ends the ownership of slot name, an S1 owner made the
+// accepted active slot again (the way back of an S1 update): its workload
+// clusters are the active slot's, as any active slot's are, and a later
+// update's accept may retire it like any previous slot. The history first,
+// then the record: a crash between them leaves the slot an owner (kept),
+// and the re-run of the accept finishes it.
+func (s *Switcher) releaseWorkloads(name string) error {
+	rec, err := slot.Load(s.Dir, name)
+	if err != nil || len(rec.OwnsWorkloads) == 0 {
+		return nil
+	}
+	owned := rec.OwnsWorkloads
+	rec.OwnsWorkloads = nil
+	if s.Journal != nil && len(slot.OwnedPerHistory(s.Dir, name)) > 0 {
+		if err := s.Journal.Record(slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)); err != nil {
+			return err
+		}
+	}
+	if err := slot.Save(s.Dir, rec); err != nil {
+		return err
+	}
+	s.logf("slot %s, which an S1 update kept for workload clusters %s, is the accepted active slot again: it is no longer kept as their owner", name, strings.Join(owned, ", "))
+	return nil
 }
 
 // keepWorkloads records the workload clusters slot name runs as its own,
