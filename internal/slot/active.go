@@ -102,8 +102,21 @@ func lostPointer(d *state.Dir) error {
 	}
 	// A slot that passed its gate on a site that never switched is the
 	// first install's normal middle (gate --record, then switch to):
-	// only a switch in the history makes the missing pointer a loss.
+	// only a switch in the history makes the missing pointer a loss. An
+	// adopted slot is not: adopt registers the site's running deployment
+	// as the active slot, so with no switch since, a missing pointer is
+	// an adopt killed before it wrote the pointer (or a pointer removed).
 	if !switchedPerHistory(d) {
+		names, _ := List(d)
+		for _, n := range append(names, recordless(d)...) {
+			if l := historyOf(d, n); l.exists && l.adopted {
+				fix := "kubectl bundle-switch to " + n + " --force"
+				if _, err := Load(d, n); err != nil {
+					fix = RepairCommand(n) // its record first; then the switch
+				}
+				return lost(n, "the history says slot "+n+" was adopted as the active slot (the site's running deployment)", fix)
+			}
+		}
 		return nil
 	}
 	names, _ := List(d)

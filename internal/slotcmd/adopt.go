@@ -12,6 +12,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
 )
@@ -93,6 +94,7 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
+	state.CrashPoint("adopt:before-register")
 	sw := &switchover.Switcher{Dir: s.dir, Run: runner.Exec{}, Journal: s.Journal, AliasContext: cfg.AliasContext,
 		RegistryAlias: cfg.RegistryAlias, Network: cfg.Network, Kubeconfig: s.m.Kubeconfig, Now: time.Now, Log: s.m.Log}
 	if err := sw.Register(name); err != nil {
