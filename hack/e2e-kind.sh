@@ -148,6 +148,7 @@ tar -C "$work/chart" -czf "$work/archives/charts/bench-0.1.0.tgz" bench
 mkdir -m 0700 "$work/state"
 cat >"$work/state/config.yaml" <<'EOF'
 kind: Config
+workloadClusters: [kb-e2e-wl]
 seed:
   - {ref: krops:latest, path: config-artifact}
   - {ref: charts, path: charts/bench-0.1.0.tgz}
@@ -453,9 +454,11 @@ if [ "$suite" = all ]; then
   . "$root/hack/e2e-kind-more.sh"
 fi
 
+# The last slot standing: b after the core; a after the S1 part of all.
+last=$(kubectl-bundle-switch status -o 'jsonpath={.active}')
 t=$(now)
-kubectl-bundle-slot destroy b --force
-m "slot destroy b" "$t"
+kubectl-bundle-slot destroy "$last" --force
+m "slot destroy $last" "$t"
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-'; then
   fail "containers left after destroy"
 fi
