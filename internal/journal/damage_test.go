@@ -2,7 +2,9 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,7 +29,7 @@ func TestCorruptHistoryRepairRunsAsPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(did, "\n"), "moved the unreadable history.jsonl aside") {
+	if !strings.Contains(strings.Join(did, "\n"), "kept the 2 readable line(s) of history.jsonl and set aside 1 damaged line(s) (line 2; ") {
 		t.Errorf("repair said %q", did)
 	}
 	got, err := j.Load()
@@ -257,5 +259,94 @@ func TestRepairRebuildsAMissingTransaction(t *testing.T) {
 	var le *LostError
 	if _, err := j.Load(); !errors.As(err, &le) || le.Rebuildable || !strings.HasSuffix(err.Error(), "kubectl bundle-journal abort --force") {
 		t.Fatalf("load with the begin cut: %v", err)
+	}
+}
+
+// A damaged line in the middle of the history costs that line only: the
+// repair keeps every readable line around it (the slots' identities and
+// ownership live there for when a record is lost), sets the damaged file
+// aside as it was, records what it set aside, and the journal goes on.
+func TestRepairKeepsGoodLinesAroundADamagedOne(t *testing.T) {
+	j := newJournal(t)
+	owner := &SlotIdentity{Provider: "existing", Cluster: "airgap-mgmt-a", OwnsWorkloads: []string{"airgap-wl-a"}}
+	for i, detail := range []string{"create", "deploy", "owns", "adopt"} {
+		ev := Event{Type: "slot", Slot: "a", Detail: detail, Status: StatusDone}
+		if i == 2 {
+			ev.Identity = owner
+		}
+		if err := j.Record(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := j.Begin(BeginOptions{Strategy: InPlace, Target: strings.Repeat("1", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(j.histPath())
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[1] = "garbage{{\n"                                       // not JSON
+	lines[3] = strings.Replace(lines[3], `"seq":4`, `"seq":99`, 1) // out of order
+	damaged := strings.Join(lines, "")
+	if err := os.WriteFile(j.histPath(), []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Load(); err == nil || !strings.Contains(err.Error(), RepairCommand+"   # keeps its readable lines") {
+		t.Fatalf("load of the damaged history: %v", err)
+	}
+	did, err := j.RepairDamage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Join(did, "\n")
+	if !strings.Contains(said, "kept the 3 readable line(s) of history.jsonl and set aside 2 damaged line(s) (lines 2, 4; ") || strings.Contains(said, "lost") {
+		t.Fatalf("repair said %q", said)
+	}
+	asides, _ := filepath.Glob(j.histPath() + ".damaged-*")
+	if len(asides) != 1 {
+		t.Fatalf("damaged files kept: %v", asides)
+	}
+	if kept, _ := os.ReadFile(asides[0]); string(kept) != damaged {
+		t.Errorf("the damaged file is not kept as it was: %q", kept)
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	var owns []string
+	for _, ev := range h.Events {
+		seqs = append(seqs, ev.Seq)
+		if ev.Identity != nil {
+			owns = ev.Identity.OwnsWorkloads
+		}
+	}
+	if fmt.Sprint(seqs) != "[1 3 5 6]" || fmt.Sprint(owns) != "[airgap-wl-a]" {
+		t.Fatalf("history after the repair: seqs %v, owns %v", seqs, owns)
+	}
+	if l := h.Last(); l.Type != "repair" || !strings.Contains(l.Detail, "2 damaged line(s) (lines 2, 4), set aside to "+asides[0]+"; its 3 readable line(s) are kept") {
+		t.Fatalf("the repair is not recorded: %+v", l)
+	}
+	if _, err := j.Repair(); err != nil {
+		t.Fatalf("a mutating command after the repair: %v", err)
+	}
+	if got, err := j.Load(); err != nil || got == nil || got.ID != tx.ID {
+		t.Fatalf("the open transaction after the repair: %+v %v", got, err)
+	}
+	if _, err := j.Start(Verified); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A torn last line (a crash mid-append) is still cut without asking, and
+// a damaged line before it does not cost the lines between them.
+func TestSalvageHistory(t *testing.T) {
+	in := `{"seq":1,"txn":"-","type":"slot"}` + "\n" + `{"seq":"x"}` + "\n" + `{"seq":2,"txn":"-","type":"slot"}` + "\n" + `{"seq":3,"tx`
+	kept, h, damaged := SalvageHistory([]byte(in))
+	if len(h.Events) != 2 || fmt.Sprint(damaged) != "[2 4]" || string(kept) != `{"seq":1,"txn":"-","type":"slot"}`+"\n"+`{"seq":2,"txn":"-","type":"slot"}`+"\n" || h.ValidBytes != int64(len(kept)) {
+		t.Fatalf("salvaged %q %+v %v", kept, h, damaged)
+	}
+	h, err := ParseHistory([]byte(`{"seq":1,"txn":"-","type":"slot"}` + "\n" + `{"seq":2,"tx`))
+	if err != nil || h.Torn == nil || len(h.Events) != 1 {
+		t.Fatalf("a torn tail alone: %+v %v", h, err)
 	}
 }

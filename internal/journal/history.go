@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -90,15 +92,10 @@ func (h *History) Last() *Event {
 
 // ReadHistory reads history.jsonl. A missing file is an empty history.
 func ReadHistory(p string) (*History, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	b, err := readNoFollow(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &History{}, nil
 	}
-	if err != nil {
-		return nil, historyCorrupt(p, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, historyCorrupt(p, err)
 	}
@@ -109,12 +106,22 @@ func ReadHistory(p string) (*History, error) {
 	return h, nil
 }
 
-// historyCorrupt is a damaged history with the repair that works without
-// reading it: move it aside (kept for inspection); transaction.json, the
-// authority, keeps the open transaction and the next command starts a new
-// history from it.
+// readNoFollow reads the regular file p, not a symlink in its place.
+func readNoFollow(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// historyCorrupt is a damaged history with its repair: keep every line
+// that still reads as an event (the slots' identities, ownership and adopt
+// marks live there for when a slot's record is lost) and set the damaged
+// ones aside; transaction.json, the authority, keeps the open transaction.
 func historyCorrupt(p string, err error) *CorruptError {
-	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # moves it aside (kept) and starts a new history from the open transaction in " + TransactionFile}
+	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # keeps its readable lines and sets the damaged ones aside (the damaged file is kept)"}
 }
 
 // OpenInHistory is the transaction the history shows begun and not ended,
@@ -175,6 +182,74 @@ func ParseHistory(b []byte) (*History, error) {
 	}
 	h.ValidBytes = off
 	return h, nil
+}
+
+// SalvageHistory keeps what can be read of history.jsonl content that
+// ParseHistory refuses: the most complete lines, in file order, that are
+// events in strictly increasing sequence (a line edited out of order costs
+// that line, not the ones after it). It returns the kept lines as content,
+// their history, and the 1-based numbers of the lines it leaves out
+// (damaged, out of order, or a torn tail).
+func SalvageHistory(b []byte) (kept []byte, h *History, damaged []int) {
+	type cand struct {
+		line int
+		raw  []byte
+		ev   Event
+	}
+	var cands []cand
+	line := 0
+	for len(b) > 0 {
+		line++
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			damaged = append(damaged, line)
+			break
+		}
+		raw := b[:i]
+		b = b[i+1:]
+		var ev Event
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil || dec.More() || ev.Seq < 1 || ev.TxnID == "" || ev.Type == "" {
+			damaged = append(damaged, line)
+			continue
+		}
+		cands = append(cands, cand{line: line, raw: raw, ev: ev})
+	}
+	// The longest strictly increasing run of seq (patience sorting):
+	// tails[k] is the candidate ending the best run of length k+1.
+	var tails []int
+	prev := make([]int, len(cands))
+	for i, c := range cands {
+		k, _ := slices.BinarySearchFunc(tails, c.ev.Seq, func(t int, seq int64) int { return cmp.Compare(cands[t].ev.Seq, seq) })
+		prev[i] = -1
+		if k > 0 {
+			prev[i] = tails[k-1]
+		}
+		if k == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[k] = i
+		}
+	}
+	keep := make([]bool, len(cands))
+	if len(tails) > 0 {
+		for i := tails[len(tails)-1]; i >= 0; i = prev[i] {
+			keep[i] = true
+		}
+	}
+	h = &History{}
+	for i, c := range cands {
+		if !keep[i] {
+			damaged = append(damaged, c.line)
+			continue
+		}
+		kept = append(append(kept, c.raw...), '\n')
+		h.Events = append(h.Events, c.ev)
+	}
+	slices.Sort(damaged)
+	h.ValidBytes = int64(len(kept))
+	return kept, h, damaged
 }
 
 func truncate(s string, n int) string {

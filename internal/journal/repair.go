@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -14,7 +16,7 @@ import (
 
 // RepairCommand repairs a journal damaged from outside: a transaction.json
 // that does not parse (rebuilt from the history), a history that does not
-// parse (moved aside, a new one started from the open transaction), or a
+// parse (its readable lines kept, the damaged ones set aside), or a
 // history cut short (the loss acknowledged and recorded).
 const RepairCommand = "kubectl bundle-journal repair"
 
@@ -114,8 +116,9 @@ func setAside(p string) (string, error) {
 }
 
 // RepairDamage repairs what something outside kubectl-bundle did to the
-// journal, saying each thing it did: an unreadable history is moved aside
-// and a new one started; an unreadable transaction.json is moved aside and
+// journal, saying each thing it did: a history that does not parse keeps
+// its readable lines and sets the damaged ones aside (salvageHistory); an
+// unreadable transaction.json is moved aside and
 // rebuilt from the history's events of the open transaction, and a missing
 // one rebuilt the same way (or, when the history cannot tell it, left to
 // abort --force); lines cut from the
@@ -127,18 +130,20 @@ func (j *Journal) RepairDamage() ([]string, error) {
 	}
 	var did []string
 	h, herr := ReadHistory(j.histPath())
+	var histDetail string
 	if herr != nil {
-		aside, err := setAside(j.histPath())
-		if err != nil {
-			return did, err
-		}
 		why := herr
 		var ce *CorruptError
 		if errors.As(herr, &ce) {
 			why = ce.Err
 		}
-		did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s (%v)", HistoryFile, aside, why))
-		h = &History{}
+		var said string
+		var err error
+		h, said, histDetail, err = j.salvageHistory(why)
+		if err != nil {
+			return did, err
+		}
+		did = append(did, said)
 	}
 	t, terr := j.loadFile()
 	if terr == nil && t == nil && herr == nil {
@@ -188,11 +193,15 @@ func (j *Journal) RepairDamage() ([]string, error) {
 			did = append(did, fmt.Sprintf("restored the last step of transaction %s (#%d %s %s) to the history", t.ID, t.Seq, t.LastEvent.Phase, t.LastEvent.Status))
 			next = t.Seq + 1
 		}
-		detail := "the history was unreadable and was moved aside: a new history starts here"
+		var details []string
+		if herr != nil {
+			details = append(details, histDetail)
+		}
 		if loss != nil {
-			detail = fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d), acknowledged", HistoryFile, loss.Lines, loss.Bytes, loss.FromSeq, loss.ToSeq)
+			details = append(details, fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d), acknowledged", HistoryFile, loss.Lines, loss.Bytes, loss.FromSeq, loss.ToSeq))
 			next = max(next, loss.ToSeq+1)
 		}
+		detail := strings.Join(details, "; ")
 		ev := Event{Seq: next, Time: j.now(), TxnID: NoTransaction, Type: eventRepair, Detail: detail, Status: StatusDone}
 		if t != nil {
 			ev.TxnID = t.ID
@@ -202,6 +211,8 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		}
 		if loss != nil {
 			did = append(did, "recorded in the history: "+detail+"; "+loss.note())
+		} else {
+			did = append(did, "recorded in the history: "+detail)
 		}
 	}
 	note, err := j.Repair()
@@ -209,6 +220,64 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		did = append(did, note)
 	}
 	return did, err
+}
+
+// salvageHistory repairs a history that does not parse (why): the damaged
+// file is kept aside as it is, and the history keeps every line that still
+// reads as an event, so that the slots' identities, ownership and adopt
+// marks recorded there survive the repair; only the damaged lines are left
+// out, by number. A history that cannot be read at all (not a file, no
+// permission) is moved aside and a new one starts. It returns the history
+// now in place, what it did, and the detail the history records.
+func (j *Journal) salvageHistory(why error) (h *History, said, detail string, err error) {
+	p := j.histPath()
+	b, rerr := readNoFollow(p)
+	if rerr != nil {
+		aside, err := setAside(p)
+		if err != nil {
+			return nil, "", "", err
+		}
+		return &History{}, fmt.Sprintf("moved the unreadable %s aside to %s (%v)", HistoryFile, aside, why),
+			"the history was unreadable and was moved aside: a new history starts here", nil
+	}
+	kept, h, damaged := SalvageHistory(b)
+	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	if err := state.WriteFile(aside, b); err != nil {
+		return nil, "", "", fmt.Errorf("keeping the damaged %s: %w", HistoryFile, err)
+	}
+	// The mark follows the kept lines (the damaged ones are accounted
+	// for here); its sequence stays, so that lines missing at the end are
+	// still acknowledged as lost. It is written before the history: a crash
+	// in between leaves the history damaged, and the repair runs again.
+	if m := readMark(j.dir.Join(Dir)); m != nil {
+		if err := writeMark(j.dir.Join(Dir), mark{Seq: m.Seq, Bytes: h.ValidBytes}); err != nil {
+			return nil, "", "", err
+		}
+	}
+	if err := state.WriteFile(p, kept); err != nil {
+		return nil, "", "", err
+	}
+	lines := lineList(damaged)
+	said = fmt.Sprintf("kept the %d readable line(s) of %s and set aside %d damaged line(s) (%s; %v); the damaged file is kept at %s",
+		len(h.Events), HistoryFile, len(damaged), lines, why, aside)
+	detail = fmt.Sprintf("%s had %d damaged line(s) (%s), set aside to %s; its %d readable line(s) are kept", HistoryFile, len(damaged), lines, aside, len(h.Events))
+	return h, said, detail, nil
+}
+
+// lineList names line numbers, the first ten of them.
+func lineList(n []int) string {
+	s := make([]string, 0, min(len(n), 10))
+	for _, l := range n[:min(len(n), 10)] {
+		s = append(s, strconv.Itoa(l))
+	}
+	out := "line " + strings.Join(s, ", ")
+	if len(n) > 1 {
+		out = "lines " + strings.Join(s, ", ")
+	}
+	if len(n) > 10 {
+		out += fmt.Sprintf(" and %d more", len(n)-10)
+	}
+	return out
 }
 
 // rebuildLost is the transaction a missing transaction.json held, rebuilt
