@@ -101,7 +101,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			},
 			{
 				Name:   "repair",
-				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, move an unreadable history aside, acknowledge lines cut from the history (each recorded)",
+				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, keep a damaged history's readable lines and set the damaged ones aside, acknowledge lines cut from the history (each recorded)",
 				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
 			},
 			offlineCommand(streams),
