@@ -711,7 +711,9 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
 	}
 	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
-		return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
+		if t, terr := s.transaction(); terr == nil && slot.SoakGone(s.Dir, sw.Target, t) != "" {
+			return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
+		}
 	}
 	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
 	if sw.Phase == PhaseSwitched && ifSoaked {
