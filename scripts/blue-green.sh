@@ -143,7 +143,7 @@ apply() {
     fail "switch to slot $candidate did not finish: re-run this command to complete it"
     finish 3
   fi
-  pass "switched to slot $candidate; soaking (accept: $0 accept, revert: $0 revert)"
+  pass "switched to slot $candidate; soaking (accept: $(quoted "$SELF" accept), revert: $(quoted "$SELF" revert))"
   finish 0
 }
 

@@ -54,6 +54,9 @@ GATE_TIMEOUT=""
 # printed to run next; SELF is this script, absolute.
 RERUN_ARGS=()
 SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+# The plugins name the scripts in the commands they print by this
+# directory, so that those name the scripts that run (absolute).
+export KUBECTL_BUNDLE_SCRIPTS_DIR="${SELF%/*}"
 SUMMARY=()
 PACKAGE=""
 LOG=""

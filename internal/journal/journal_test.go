@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -295,8 +296,16 @@ func TestRecordInterleavesWithTransitions(t *testing.T) {
 // The next command names the strategy script installed beside the binary
 // (make install, the scripts archive), so that it runs as printed.
 func TestScriptPathFindsTheInstalledScripts(t *testing.T) {
-	if got := ScriptPath(InPlace); got != "scripts/in-place.sh" {
-		t.Fatalf("with nothing installed: %q, want the checkout's scripts/in-place.sh", got)
+	t.Setenv(EnvScriptsDir, "")
+	_, file, _, _ := runtime.Caller(0)
+	checkout := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(file))), "scripts", "in-place.sh")
+	if got := ScriptPath(InPlace); got != checkout {
+		t.Fatalf("with nothing installed: %q, want the checkout's %s (absolute: it runs from any directory)", got, checkout)
+	}
+	// From another directory too: never relative to where it was printed.
+	t.Chdir(t.TempDir())
+	if got := ScriptPath(InPlace); got != checkout {
+		t.Fatalf("from another directory: %q, want %s", got, checkout)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -318,5 +327,19 @@ func TestScriptPathFindsTheInstalledScripts(t *testing.T) {
 		Steps: []Step{{Phase: Deploying, Status: StatusFailed, Error: "boom"}}}
 	if got := Next(tx).Command; got != want+" /site/pkg.tar.zst" {
 		t.Errorf("next command %q, want %q", got, want+" /site/pkg.tar.zst")
+	}
+	// The scripts a script runs from (lib.sh sets the variable) come first;
+	// a relative value is ignored.
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "in-place.sh"), []byte("#!/usr/bin/env bash\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvScriptsDir, other)
+	if got := ScriptPath(InPlace); got != filepath.Join(other, "in-place.sh") {
+		t.Errorf("with $%s: %q, want %q", EnvScriptsDir, got, filepath.Join(other, "in-place.sh"))
+	}
+	t.Setenv(EnvScriptsDir, "scripts")
+	if got := ScriptPath(InPlace); got != want {
+		t.Errorf("with a relative $%s: %q, want %q", EnvScriptsDir, got, want)
 	}
 }

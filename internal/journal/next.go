@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -12,24 +13,57 @@ import (
 // and the kubectl-bundle-scripts release archive put the strategy scripts in.
 const ScriptsDir = "kubectl-bundle-scripts"
 
-// ScriptPath is the strategy's script as a command that runs as printed:
-// the installed copy in ScriptsDir beside this binary (or beside the file
-// its symlink names) when there is one, else its path in a source checkout.
+// EnvScriptsDir names the directory of the strategy scripts when they are
+// neither installed beside the plugins nor in the checkout the plugins
+// were built in (krew's store; the scripts archive unpacked elsewhere).
+// lib.sh sets it for the plugins a script runs, so that what they print
+// names the script that runs.
+const EnvScriptsDir = "KUBECTL_BUNDLE_SCRIPTS_DIR"
+
+// ScriptPath is the strategy's script as a command that runs as printed,
+// from any directory: always an absolute path. It is the first that holds
+// the script of: $KUBECTL_BUNDLE_SCRIPTS_DIR; ScriptsDir beside this binary
+// (or beside the file its symlink names); the scripts/ of the source
+// checkout around the binary (make build's bin/) or that it was built
+// from (a build without -trimpath: go run, go test); scripts/ under the
+// working directory. With none, it is where make install and the scripts
+// archive put it beside this binary.
 func ScriptPath(s Strategy) string {
 	name := string(s) + ".sh"
+	var dirs []string
+	if d := os.Getenv(EnvScriptsDir); filepath.IsAbs(d) {
+		dirs = append(dirs, d)
+	}
+	var exeDirs []string
 	if exe, err := os.Executable(); err == nil {
-		dirs := []string{filepath.Dir(exe)}
+		exeDirs = append(exeDirs, filepath.Dir(exe))
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			dirs = append(dirs, filepath.Dir(real))
-		}
-		for _, d := range dirs {
-			p := filepath.Join(d, ScriptsDir, name)
-			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-				return p
-			}
+			exeDirs = append(exeDirs, filepath.Dir(real))
 		}
 	}
-	return "scripts/" + name
+	for _, d := range exeDirs {
+		dirs = append(dirs, filepath.Join(d, ScriptsDir))
+	}
+	for _, d := range exeDirs {
+		dirs = append(dirs, filepath.Join(filepath.Dir(d), "scripts"))
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		// internal/journal/next.go in the checkout this binary was built from.
+		dirs = append(dirs, filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(file))), "scripts"))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		dirs = append(dirs, filepath.Join(wd, "scripts"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return filepath.Clean(p)
+		}
+	}
+	if len(exeDirs) > 0 {
+		return filepath.Join(exeDirs[0], ScriptsDir, name)
+	}
+	return filepath.Join(string(filepath.Separator), "usr", "local", "bin", ScriptsDir, name)
 }
 
 // NextStep is what an operator should do next, as a command to paste.

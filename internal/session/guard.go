@@ -263,9 +263,10 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 				}
 			}
 		}
-		return fmt.Sprintf("make another slot active first (kubectl bundle-switch to %s), or rebuild it through a recreate update (scripts/recreate.sh PACKAGE)", other)
+		return fmt.Sprintf("make another slot active first (kubectl bundle-switch to %s), or rebuild it through a recreate update (%s PACKAGE)", other, journal.ScriptPath(journal.Recreate))
 	}
-	return "update it through a strategy (scripts/in-place.sh PACKAGE or scripts/recreate.sh PACKAGE), or build another slot and switch to it (scripts/blue-green.sh apply PACKAGE)"
+	return fmt.Sprintf("update it through a strategy (%s PACKAGE or %s PACKAGE), or build another slot and switch to it (%s apply PACKAGE)",
+		journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.Recreate), journal.ScriptPath(journal.BlueGreen))
 }
 
 // stepConflict refuses a mutating command while a live process other than
