@@ -350,3 +350,105 @@ func TestSalvageHistory(t *testing.T) {
 		t.Fatalf("a torn tail alone: %+v %v", h, err)
 	}
 }
+
+// CutHistory, what journal status reads without the lock, finds a history
+// cut from outside whatever it cut: the tail after a closed transaction
+// (Load then sees none open), the end of a closed transaction (the history
+// then seems to show it open), or all of it under an open one; and says
+// what each means. An intact history, or one a crash tore, is no cut.
+func TestCutHistoryFoundWithoutTheLock(t *testing.T) {
+	closed := func(t *testing.T) (*Journal, string) {
+		j := newJournal(t)
+		tx, err := j.Begin(BeginOptions{Strategy: InPlace, Target: strings.Repeat("1", 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []Phase{Verified, Deploying, Healthy, Committed} {
+			if _, err := j.Start(p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.Done(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := j.End(); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Record(Event{Type: "slot", Slot: "a", Detail: "create", Status: StatusDone}); err != nil {
+			t.Fatal(err)
+		}
+		return j, tx.ID
+	}
+	keepLines := func(t *testing.T, j *Journal, n int) {
+		b, _ := os.ReadFile(j.histPath())
+		lines := strings.SplitAfter(string(b), "\n")
+		if err := os.WriteFile(j.histPath(), []byte(strings.Join(lines[:n], "")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("intact", func(t *testing.T) {
+		j, _ := closed(t)
+		if cut, err := j.CutHistory(); cut != nil || err != nil {
+			t.Fatalf("an intact history: %v %v", cut, err)
+		}
+		f, _ := os.OpenFile(j.histPath(), os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(`{"seq":99,"tx`)
+		f.Close()
+		if cut, err := j.CutHistory(); cut != nil || err != nil {
+			t.Fatalf("a torn last line: %v %v", cut, err)
+		}
+	})
+	t.Run("tail after a closed transaction", func(t *testing.T) {
+		j, _ := closed(t)
+		keepLines(t, j, 10) // begin, 8 steps, end; the slot event cut
+		if got, err := j.Load(); got != nil || err != nil {
+			t.Fatalf("Load: %v %v (it sees no transaction: the cut is status's to say)", got, err)
+		}
+		cut, err := j.CutHistory()
+		if err != nil || cut == nil || cut.Txn != nil || cut.Open != nil || cut.Lines != 1 || cut.FromSeq != 11 || cut.ToSeq != 11 {
+			t.Fatalf("CutHistory: %+v %v", cut, err)
+		}
+		if m := cut.Meaning(); !strings.Contains(m, "events #11-#11") || !strings.Contains(m, "no update is in progress") || !strings.Contains(m, RepairCommand) {
+			t.Errorf("meaning %q", m)
+		}
+	})
+	t.Run("end of a closed transaction", func(t *testing.T) {
+		j, id := closed(t)
+		keepLines(t, j, 5)
+		cut, err := j.CutHistory()
+		if err != nil || cut == nil || cut.Txn != nil || cut.Open == nil || cut.Open.TxnID != id || cut.FromSeq != 6 || cut.ToSeq != 11 {
+			t.Fatalf("CutHistory: %+v %v", cut, err)
+		}
+		if m := cut.Meaning(); !strings.Contains(m, "its end may be among the lost lines") || !strings.Contains(m, "abort --force") {
+			t.Errorf("meaning %q", m)
+		}
+		if !strings.Contains(cut.Error(), "transaction "+id+" begun and not ended") {
+			t.Errorf("error %q", cut.Error())
+		}
+	})
+	t.Run("emptied under an open transaction", func(t *testing.T) {
+		j := newJournal(t)
+		tx, err := j.Begin(BeginOptions{Strategy: Recreate, Target: strings.Repeat("1", 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Start(Verified); err != nil {
+			t.Fatal(err)
+		}
+		keepLines(t, j, 0)
+		cut, err := j.CutHistory()
+		if err != nil || cut == nil || cut.Txn == nil || cut.Txn.ID != tx.ID || cut.Lines != 2 {
+			t.Fatalf("CutHistory: %+v %v", cut, err)
+		}
+		if m := cut.Meaning(); !strings.Contains(m, "transaction "+tx.ID+" is kept in transaction.json") {
+			t.Errorf("meaning %q", m)
+		}
+		if _, err := j.RepairDamage(); err != nil {
+			t.Fatal(err)
+		}
+		if cut, err := j.CutHistory(); cut != nil || err != nil {
+			t.Fatalf("after the repair: %v %v", cut, err)
+		}
+	})
+}

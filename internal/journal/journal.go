@@ -71,7 +71,7 @@ func (j *Journal) Load() (*Transaction, error) {
 	}
 	if t == nil {
 		if open := h.OpenInHistory(); open != nil {
-			return nil, &LostError{Path: j.txnPath(), Open: *open, Rebuildable: j.rebuildLost(h) != nil}
+			return nil, &LostError{Path: j.txnPath(), Open: *open, Rebuildable: j.rebuildLost(h) != nil, Cut: cutSinceBegin(h, open.TxnID)}
 		}
 		return nil, nil
 	}

@@ -59,7 +59,10 @@ type HistoryLossError struct {
 	Lines, Bytes    int64
 	FromSeq, ToSeq  int64
 	Txn             *Transaction
-	transactionNote string
+	// Open is the history's last event of a transaction it shows begun
+	// and not ended while transaction.json holds none (its end may have
+	// been cut).
+	Open *Event
 }
 
 func (e *HistoryLossError) Error() string {
@@ -69,9 +72,28 @@ func (e *HistoryLossError) Error() string {
 
 func (e *HistoryLossError) note() string {
 	if e.Txn == nil {
+		if e.Open != nil {
+			return fmt.Sprintf("no transaction is open in %s, and the history shows transaction %s begun and not ended (last recorded: %s %s): its end may be among the lost lines", TransactionFile, e.Open.TxnID, e.Open.Phase, e.Open.Status)
+		}
 		return "no transaction is open in " + TransactionFile
 	}
 	return fmt.Sprintf("transaction %s (%s) is kept in %s, in phase %s (%s)", e.Txn.ID, e.Txn.Strategy, TransactionFile, e.Txn.Phase, e.Txn.Status)
+}
+
+// Meaning says what the cut means for the site and what the repair does,
+// for journal status.
+func (e *HistoryLossError) Meaning() string {
+	lost := fmt.Sprintf("the audit log no longer tells events #%d-#%d (transaction steps and ends, slot creates and destroys, --force overrides, the slots' identities)", e.FromSeq, e.ToSeq)
+	switch {
+	case e.Txn != nil:
+		return fmt.Sprintf("%s; transaction %s is kept in %s, the authority, so the update can go on: %s records the loss in the history and restores the transaction's last step there, then the transaction's own next command applies",
+			lost, e.Txn.ID, TransactionFile, RepairCommand)
+	case e.Open != nil:
+		return fmt.Sprintf("%s; no transaction is open in %s, but what is left of the history shows transaction %s begun and not ended: its end may be among the lost lines; %s records the loss, then check its slots (kubectl bundle-slot list; kubectl bundle-switch status) and close it in the history (kubectl bundle-journal abort --force)",
+			lost, TransactionFile, e.Open.TxnID, RepairCommand)
+	}
+	return fmt.Sprintf("%s; no transaction is open in %s, the authority, so no update is in progress; %s records the loss in the history so that every command can go on",
+		lost, TransactionFile, RepairCommand)
 }
 
 // ErrorKind: a cut history is state that does not allow the step.
@@ -81,12 +103,19 @@ func (e *HistoryLossError) ErrorKind() errkind.Kind { return errkind.Environment
 // mark, or missing more than the last transition of t (the one line a
 // crash between the two writes loses), lost lines.
 func (j *Journal) loss(h *History, t *Transaction) *HistoryLossError {
+	return j.lossWith(h, t, readMark(j.dir.Join(Dir)))
+}
+
+func (j *Journal) lossWith(h *History, t *Transaction, m *mark) *HistoryLossError {
 	var last int64
 	if l := h.Last(); l != nil {
 		last = l.Seq
 	}
 	e := &HistoryLossError{Path: j.histPath(), Txn: t, FromSeq: last + 1}
-	if m := readMark(j.dir.Join(Dir)); m != nil && (last < m.Seq || h.ValidBytes < m.Bytes) {
+	if t == nil {
+		e.Open = h.OpenInHistory()
+	}
+	if m != nil && (last < m.Seq || h.ValidBytes < m.Bytes) {
 		e.ToSeq, e.Bytes = m.Seq, max(0, m.Bytes-h.ValidBytes)
 	}
 	if t != nil && last < t.Seq-1 {
@@ -100,6 +129,33 @@ func (j *Journal) loss(h *History, t *Transaction) *HistoryLossError {
 		e.FromSeq, e.ToSeq = last, last
 	}
 	return e
+}
+
+// CutHistory reports lines cut from the history from outside (what every
+// mutating command stops on until journal repair acknowledges them), nil
+// when none are. It takes no lock: the mark is read before and after the
+// transaction and the history (every writer writes the mark last), and a
+// mark that moved in between means a command was writing, so it reads
+// again.
+func (j *Journal) CutHistory() (*HistoryLossError, error) {
+	dir := j.dir.Join(Dir)
+	for range 5 {
+		before := readMark(dir)
+		t, err := j.loadFile()
+		if err != nil {
+			return nil, err
+		}
+		h, err := ReadHistory(j.histPath())
+		if err != nil {
+			return nil, err
+		}
+		if after := readMark(dir); (before == nil) != (after == nil) || (before != nil && *before != *after) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		return j.lossWith(h, t, before), nil
+	}
+	return nil, nil
 }
 
 func txnCorrupt(p string, err error) *CorruptError {
@@ -294,14 +350,23 @@ func (j *Journal) rebuildLost(h *History) *Transaction {
 	}
 	// A loss acknowledged since the transaction began is the same: a cut
 	// history loses its tail, where its end may have been.
-	begun := false
-	for _, ev := range h.Events {
-		begun = begun || (ev.TxnID == open.TxnID && ev.Type == EventBegin)
-		if begun && ev.Type == eventRepair {
-			return nil
-		}
+	if cutSinceBegin(h, open.TxnID) {
+		return nil
 	}
 	return rebuild(h, open)
+}
+
+// cutSinceBegin reports whether h acknowledges a loss (a repair event)
+// after transaction id began.
+func cutSinceBegin(h *History, id string) bool {
+	begun := false
+	for _, ev := range h.Events {
+		begun = begun || (ev.TxnID == id && ev.Type == EventBegin)
+		if begun && ev.Type == eventRepair {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRebuilt writes rt, rebuilt from the history, as transaction.json.

@@ -127,15 +127,25 @@ type LostError struct {
 	// Rebuildable: the history reaches back to the transaction's begin, so
 	// journal repair rebuilds the file from it.
 	Rebuildable bool
+	// Cut: lines cut from the history since the transaction began were
+	// acknowledged (journal repair), so its end may have been among them.
+	Cut bool
 }
 
 func (e *LostError) Error() string {
-	msg := fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): something outside kubectl-bundle removed it",
-		e.Path, e.Open.TxnID, e.Open.Phase, e.Open.Status)
+	why := "something outside kubectl-bundle removed it"
+	if e.Cut {
+		why = "its end may have been among the lines cut from the history"
+	}
+	msg := fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): %s",
+		e.Path, e.Open.TxnID, e.Open.Phase, e.Open.Status, why)
 	if e.Rebuildable {
 		return msg + "; rebuild it from the history: " + RepairCommand
 	}
-	return msg + "; the history does not reach back to its begin: check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force"
+	if !e.Cut {
+		msg += "; the history does not reach back to its begin"
+	}
+	return msg + ": check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force"
 }
 
 // ErrorKind: a lost transaction is state that does not allow the step.

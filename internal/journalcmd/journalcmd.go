@@ -295,6 +295,12 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	// A history cut from outside stops every mutating command, the next
+	// one included, until journal repair acknowledges it: status says so
+	// and names the repair as the next command, exit 3.
+	if cut, cerr := s.j.CutHistory(); cerr == nil && cut != nil {
+		return statusCut(streams, s, cut)
+	}
 	t, err := s.j.Load()
 	if err != nil {
 		return err

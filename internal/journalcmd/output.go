@@ -21,9 +21,54 @@ type statusView struct {
 	Kind        string               `json:"kind"`
 	Transaction *journal.Transaction `json:"transaction"`
 	Next        *journal.NextStep    `json:"next,omitempty"`
+	// HistoryCut says what was cut from the history from outside.
+	HistoryCut *cutView `json:"historyCut,omitempty"`
 }
 
-func writeText(w io.Writer, t *journal.Transaction, n journal.NextStep) error {
+// cutView is a history cut from outside, as status shows it.
+type cutView struct {
+	Lines   int64  `json:"lines"`
+	FromSeq int64  `json:"fromSeq"`
+	ToSeq   int64  `json:"toSeq"`
+	Meaning string `json:"meaning"`
+	Repair  string `json:"repair"`
+}
+
+// statusCut is status of a history cut from outside: the transaction
+// transaction.json keeps (if any), what the cut means, and the repair as
+// the next command; it returns the cut (exit 3 with the repair).
+func statusCut(streams kcli.IOStreams, s *session, cut *journal.HistoryLossError) error {
+	t := cut.Txn
+	n := journal.NextStep{Command: journal.RepairCommand, Why: cut.Meaning()}
+	if t != nil {
+		n.Phases = journal.Legal(t)
+		n.Why += "; then: " + nextOf(s.dir, t).Command
+	}
+	if s.common.Output == kcli.OutputJSON {
+		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: &n,
+			HistoryCut: &cutView{Lines: cut.Lines, FromSeq: cut.FromSeq, ToSeq: cut.ToSeq, Meaning: cut.Meaning(), Repair: journal.RepairCommand}}
+		if err := kcli.WriteJSON(streams.Out, v); err != nil {
+			return err
+		}
+		return cut
+	}
+	note := fmt.Sprintf("history   cut from outside: %d line(s) lost (events #%d-#%d)", cut.Lines, cut.FromSeq, cut.ToSeq)
+	var err error
+	if t != nil {
+		err = writeText(streams.Out, t, n, note)
+	} else {
+		_, err = fmt.Fprintf(streams.Out, "no transaction in progress (%s holds none)\n%s\nnext: %s\n  (%s)\n",
+			journal.TransactionFile, note, n.Command, n.Why)
+	}
+	if err != nil {
+		return err
+	}
+	return cut
+}
+
+// writeText writes t and its next step, with notes (what else the state
+// says) before the next command.
+func writeText(w io.Writer, t *journal.Transaction, n journal.NextStep, notes ...string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "transaction %s (%s), since %s\n", t.ID, t.Strategy, t.CreatedAt.Format(time.RFC3339))
 	fmt.Fprintf(&b, "target    %s\n", t.Target)
@@ -50,6 +95,9 @@ func writeText(w io.Writer, t *journal.Transaction, n journal.NextStep) error {
 	}
 	if t.LastError != "" {
 		fmt.Fprintf(&b, "last error: %s\n", t.LastError)
+	}
+	for _, note := range notes {
+		fmt.Fprintln(&b, note)
 	}
 	fmt.Fprintf(&b, "next: %s\n", n.Command)
 	for _, alt := range n.Alternatives {
