@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,13 +201,29 @@ func noSlotFix(d *state.Dir) string {
 // ActiveFix is the command that rewrites a damaged pointer: switch to a slot
 // that exists (the operator picks when there are several), or remove the
 // pointer when no slot exists.
+//
+// Like ActiveRepair, it names only slots that passed their gate for what
+// they hold (a forced switch skips the gate); with none, ActiveRepair's
+// one command (the gate first) when a slot holds a package, else every
+// (empty) slot.
 func ActiveFix(d *state.Dir) string {
 	names, _ := List(d)
-	var cmds []string
+	var cmds, all []string
+	held := false
 	for _, n := range names {
-		if _, err := Load(d, n); err == nil {
-			cmds = append(cmds, "kubectl bundle-switch to "+n+" --force")
+		if r, err := Load(d, n); err == nil {
+			all = append(all, "kubectl bundle-switch to "+n+" --force")
+			held = held || r.Package != nil
+			if Gated(r) {
+				cmds = append(cmds, "kubectl bundle-switch to "+n+" --force")
+			}
 		}
+	}
+	if len(cmds) == 0 && held {
+		return ActiveRepair(d)
+	}
+	if len(cmds) == 0 {
+		cmds = all // empty slots: none is vouched for, any makes the pointer readable
 	}
 	switch len(cmds) {
 	case 0:
@@ -281,25 +298,55 @@ func PointerRepair(d *state.Dir, active string, prefer ...string) string {
 
 // ActiveRepair is one command that repairs the pointer, to run as printed
 // where a single command is wanted (switch status's next): a forced switch
-// to prefer when it is a slot with a readable record, else to the first
-// such slot, else the removal of the pointer.
+// to a slot with a readable record that passed its gate for what it holds
+// (a forced switch skips the gate, so it must only ever name such a slot):
+// the first of prefer that is one (callers name the slot the switch
+// record or the pointer says serves first), else the first such slot.
+// With slots but none gated, it gates the one it would name first (the
+// switch runs only if that gate passes), unless it holds no package (an
+// empty slot vouches for nothing: the switch only makes the pointer
+// readable); with no slot, the pointer is removed.
 func ActiveRepair(d *state.Dir, prefer ...string) string {
 	names, _ := List(d)
-	var ok []string
+	var ok, held, gated []string
 	for _, n := range names {
-		if _, err := Load(d, n); err == nil {
+		if r, err := Load(d, n); err == nil {
 			ok = append(ok, n)
-		}
-	}
-	for _, p := range prefer {
-		for _, n := range ok {
-			if p != "" && p == n {
-				return "kubectl bundle-switch to " + n + " --force"
+			if r.Package != nil {
+				held = append(held, n)
+			}
+			if Gated(r) {
+				gated = append(gated, n)
 			}
 		}
 	}
-	if len(ok) > 0 {
-		return "kubectl bundle-switch to " + ok[0] + " --force"
+	pick := func(among []string) string {
+		for _, p := range prefer {
+			if p != "" && slices.Contains(among, p) {
+				return p
+			}
+		}
+		if len(among) > 0 {
+			return among[0]
+		}
+		return ""
+	}
+	if n := pick(gated); n != "" {
+		return "kubectl bundle-switch to " + n + " --force"
+	}
+	if n := pick(held); n != "" {
+		return "kubectl bundle-gate --slot " + n + " --record && kubectl bundle-switch to " + n + " --force   # no slot passed its gate for what it holds: gate slot " + n + " first"
+	}
+	if n := pick(ok); n != "" {
+		// No slot holds a package: none can pass a gate, and none is
+		// vouched for; the switch only makes the pointer readable again.
+		return "kubectl bundle-switch to " + n + " --force"
 	}
 	return noSlotFix(d)
+}
+
+// Gated reports whether r's last gate passed for the package r holds.
+func Gated(r *Record) bool {
+	g := r.Gate
+	return g != nil && g.Passed && (r.Package == nil || g.Package == "" || g.Package == r.Package.Digest)
 }

@@ -133,12 +133,14 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		t, _ = journal.New(s.Dir).Load()
 	}
 	if err := slot.CheckActiveRecord(s.Dir, st.Active, t); err != nil {
-		fix := slot.PointerRepair(s.Dir, st.Active, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+		// The slot the switch record says serves first, then the ones the
+		// aliases follow: ActiveRepair names only a gated one.
+		fix := slot.PointerRepair(s.Dir, st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		st.Damaged = append(st.Damaged, fmt.Sprintf("the active pointer names slot %s, which has no record; repair: %s", st.Active, fix))
 		st.Consistent, st.Next = false, fix
 	} else if target, ok := strings.CutPrefix(st.Next, "kubectl bundle-switch to "); ok {
 		if _, err := slot.Load(s.Dir, target); errors.As(err, new(*slot.NotFoundError)) {
-			st.Next = slot.ActiveRepair(s.Dir, st.Active, st.KubeconfigAlias, st.Previous)
+			st.Next = slot.ActiveRepair(s.Dir, st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		}
 	}
 	return st, nil

@@ -242,8 +242,12 @@ func recordFix(d *state.Dir) string {
 	if err == nil {
 		why = "slot " + a + " has no record"
 	}
-	if fix := slot.ActiveRepair(d); strings.HasPrefix(fix, "kubectl bundle-switch to ") {
-		return fix + "   # " + why + ": makes a slot that exists active and writes the switch record anew"
+	if fix := slot.ActiveRepair(d); strings.Contains(fix, "kubectl bundle-switch to ") {
+		sep := "   # "
+		if strings.Contains(fix, "#") {
+			sep = "; "
+		}
+		return fix + sep + why + ": makes a slot that exists active and writes the switch record anew"
 	}
 	return remove(why + " and no slot is left: there is no switch to keep")
 }

@@ -1,0 +1,74 @@
+package slot_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// The alias repairs switch status prints (a pointer, or an unfinished
+// switch, naming a slot with no record) force a switch, which skips the
+// gate: they name the preferred slot (the one the pointer or the switch
+// record says serves) only when it passed its gate for what it holds,
+// else another that did, and with none gated they gate one first; never
+// a forced switch to a slot that never passed its gate.
+func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
+	empty := func(name string) {
+		t.Helper()
+		if err := slot.Save(d, &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: slot.StateReady}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Empty slots vouch for nothing and cannot be gated: the switch only
+	// makes the pointer readable again.
+	empty("a")
+	empty("b")
+	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to b --force" {
+		t.Errorf("empty slots: %q", got)
+	}
+	save := func(name string, gate *slot.GateResult) {
+		t.Helper()
+		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: slot.StateReady,
+			Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()}, Gate: gate}
+		if err := slot.Save(d, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	passed := &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}
+	save("a", nil)
+	save("b", nil)
+	got := slot.ActiveRepair(d, "b", "a")
+	if !strings.HasPrefix(got, "kubectl bundle-gate --slot b --record && kubectl bundle-switch to b --force   # ") {
+		t.Errorf("no slot gated: %q, want slot b gated first, then the switch", got)
+	}
+	save("a", passed)
+	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to a --force" {
+		t.Errorf("b ungated, a gated: %q, want the switch to a", got)
+	}
+	if got := slot.ActiveRepair(d); got != "kubectl bundle-switch to a --force" {
+		t.Errorf("no preference: %q, want the gated a", got)
+	}
+	// A pass for another package than the one the slot holds is no pass.
+	save("b", &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: strings.Repeat("2", 64)})
+	if got := slot.ActiveRepair(d, "b"); got != "kubectl bundle-switch to a --force" {
+		t.Errorf("b gated for another package: %q, want the switch to a", got)
+	}
+	save("b", passed)
+	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to b --force" {
+		t.Errorf("both gated, b preferred: %q", got)
+	}
+	// A failed gate is no pass either.
+	save("b", &slot.GateResult{Gate: "default", Passed: false, Time: time.Now(), Package: pkg})
+	if got := slot.ActiveRepair(d, "b"); got != "kubectl bundle-switch to a --force" {
+		t.Errorf("b failed its gate: %q, want the switch to a", got)
+	}
+}
