@@ -56,9 +56,9 @@ func writeMark(dir string, m mark) error {
 type HistoryLossError struct {
 	Path string
 	// Lines and Bytes are what was lost; FromSeq..ToSeq the events.
-	Lines, Bytes    int64
-	FromSeq, ToSeq  int64
-	Txn             *Transaction
+	Lines, Bytes   int64
+	FromSeq, ToSeq int64
+	Txn            *Transaction
 	// Open is the history's last event of a transaction it shows begun
 	// and not ended while transaction.json holds none (its end may have
 	// been cut).
