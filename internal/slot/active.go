@@ -335,7 +335,7 @@ func ActiveRepair(d *state.Dir, prefer ...string) string {
 		return "kubectl bundle-switch to " + n + " --force"
 	}
 	if n := pick(held); n != "" {
-		return "kubectl bundle-gate --slot " + n + " --record && kubectl bundle-switch to " + n + " --force   # no slot passed its gate for what it holds: gate slot " + n + " first"
+		return "kubectl bundle-gate --slot " + n + " && kubectl bundle-switch to " + n + " --force   # no slot passed its gate for what it holds: the switch runs only once slot " + n + " passes it"
 	}
 	if n := pick(ok); n != "" {
 		// No slot holds a package: none can pass a gate, and none is

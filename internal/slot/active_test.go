@@ -47,7 +47,7 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	save("a", nil)
 	save("b", nil)
 	got := slot.ActiveRepair(d, "b", "a")
-	if !strings.HasPrefix(got, "kubectl bundle-gate --slot b --record && kubectl bundle-switch to b --force   # ") {
+	if !strings.HasPrefix(got, "kubectl bundle-gate --slot b && kubectl bundle-switch to b --force   # ") {
 		t.Errorf("no slot gated: %q, want slot b gated first, then the switch", got)
 	}
 	save("a", passed)
