@@ -12,9 +12,10 @@ LDFLAGS   := -s -w -X github.com/kubectl-bundle/kubectl-bundle/internal/cli.Vers
 # The real zarf the tests and the benchmark run: pinned in hack/tools/go.mod.
 ZARF_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "github.com/zarf-dev/zarf") {print $$(i+1); exit}}' hack/tools/go.mod)
 ZARF_STAMP   := $(TESTBIN)/.zarf-$(ZARF_VERSION)-$(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | cut -c1-12)
-# The real control plane envtest starts: pinned in hack/tools/kube/go.mod.
-KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k8s.io/kubernetes") {print $$(i+1); exit}}' hack/tools/kube/go.mod)
-KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/kube/go.mod hack/tools/kube/go.sum | sha256sum | cut -c1-12)
+# The real control plane envtest starts: pinned in hack/tools/node/go.mod, the
+# module the kind node image's binaries build from (one compile serves both).
+KUBE_VERSION := $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "k8s.io/kubernetes") {print $$(i+1); exit}}' hack/tools/node/go.mod)
+KUBE_STAMP   := $(TESTBIN)/.kube-$(KUBE_VERSION)-$(shell cat hack/tools/node/go.mod hack/tools/node/go.sum | sha256sum | cut -c1-12)
 FUZZTIME  ?= 10s
 # Tool builds are cached outside the clone by pin (hack/tools/cached.sh): KEY = tool, version, tools module hash, Go version.
 GOVERSION := $(shell $(GO) env GOVERSION)
@@ -76,10 +77,10 @@ $(ZARF_STAMP): hack/tools/go.mod hack/tools/go.sum
 	@rm -f $(TESTBIN)/.zarf-*
 	@touch $@
 
-$(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
+$(KUBE_STAMP): hack/tools/node/go.mod hack/tools/node/go.sum
 	@mkdir -p $(TESTBIN)
 	@echo "building kube-apiserver $(KUBE_VERSION) and etcd into $(TESTBIN) (cold: several minutes; cached after)"
-	$(CACHED) kube-$(KUBE_VERSION)-$(call modhash,hack/tools/kube)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/kube && CGO_ENABLED=0 $(GO) build -trimpath \
+	$(CACHED) kube-$(KUBE_VERSION)-$(call modhash,hack/tools/node)-$(GOVERSION) $(TESTBIN) bash -c 'cd hack/tools/node && CGO_ENABLED=0 $(GO) build -trimpath \
 	  -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION)))" \
 	  -o "$$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver && \
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o "$$OUT/etcd" go.etcd.io/etcd/server/v3'
@@ -89,9 +90,12 @@ $(KUBE_STAMP): hack/tools/kube/go.mod hack/tools/kube/go.sum
 ## test: everything: vet, unit and testscript suites against the real zarf, kubectl and API server, a short fuzz of each target
 ## (a count, not a duration: a duration can end the fuzzer mid-input on a loaded machine and fail with "context deadline exceeded"),
 ## and the core of e2e-kind on a real Docker engine and real kind clusters (installs Debian's docker.io if missing)
+# The tests build as the release does (CGO_ENABLED=0, -trimpath): on a cold
+# cache every package compiles once for linux, not once for the tests and
+# again for the release test's archives and make install.
 test: testbin releasetools lint
-	$(GO) vet ./...
-	KB_INVARIANT_EXPLORE=report ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -count=1 -timeout 45m ./...
+	CGO_ENABLED=0 $(GO) vet -trimpath ./...
+	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -trimpath -count=1 -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=2000x INVARIANT_BUDGET=
 	$(MAKE) e2e-kind-core
 

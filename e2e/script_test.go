@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -76,8 +75,7 @@ func TestMain(m *testing.M) {
 // CRDs) and bin/testbin are shared with the other packages' tests and stay
 // at the root; this folder holds only the end-to-end tests.
 func repo(elem ...string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(filepath.Dir(file))}, elem...)...)
+	return filepath.Join(append([]string{testenv.RepoRoot()}, elem...)...)
 }
 
 func goEnv(k string) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +24,7 @@ import (
 const secretValue = "s3cret-PASSWORD-4711"
 
 func crdDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crds")
+	return filepath.Join(testenv.RepoRoot(), "testdata", "crds")
 }
 
 // fakeContainers starts the fake docker's containers: two of slot b, one

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,8 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func crdDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crds")
+	return filepath.Join(testenv.RepoRoot(), "testdata", "crds")
 }
 
 var (

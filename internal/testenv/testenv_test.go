@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ func TestRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := kubePin(t); v.GitVersion != want {
-		t.Errorf("server version %q, want %s, pinned in hack/tools/kube/go.mod", v.GitVersion, want)
+		t.Errorf("server version %q, want %s, pinned in hack/tools/node/go.mod", v.GitVersion, want)
 	}
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"}, Data: map[string]string{"k": "v"}}
@@ -42,13 +41,12 @@ func TestRealAPIServer(t *testing.T) {
 	}
 }
 
-// kubePin is the k8s.io/kubernetes version hack/tools/kube/go.mod pins, read
+// kubePin is the k8s.io/kubernetes version hack/tools/node/go.mod pins, read
 // as the Makefile reads it: the version after the module path, outside
 // comments.
 func kubePin(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "hack", "tools", "kube", "go.mod")
+	p := filepath.Join(RepoRoot(), "hack", "tools", "node", "go.mod")
 	data, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 // The programs the kind node image carries (hack/images): kubelet, kubeadm,
 // kubectl, the control-plane binaries and kube-proxy from k8s.io/kubernetes,
-// etcd and crictl. Like ../kube, every k8s.io staging module is replaced by
-// its published v0.34.4.
+// etcd and crictl; and the kube-apiserver and etcd that envtest starts in the
+// tests (make testbin), built with the same flags so one compile serves both.
+// k8s.io/kubernetes v1.34 is built against its staging modules at v0.34: every
+// k8s.io staging module is replaced by its published v0.34.4.
 module github.com/kubectl-bundle/kubectl-bundle/hack/tools/node
 
 go 1.26.6
