@@ -130,6 +130,7 @@ func killed(err error) bool {
 // point of the commit in turn: the state dir is always either without the
 // package or with all of it, and a rerun completes.
 func TestStageCrashAtEveryWritePoint(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("kubectl-bundle-verify"); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +156,7 @@ func TestStageCrashAtEveryWritePoint(t *testing.T) {
 
 // TestStageCrashAtRandomInstants kills --stage at random moments.
 func TestStageCrashAtRandomInstants(t *testing.T) {
+	t.Parallel()
 	pkg := crashPackage(t)
 	killAtRandom(t, 20, func(dir string) *exec.Cmd { return runStage(t, dir, pkg, "") }, func(dir string, _ []byte) {
 		checkStaged(t, dir)

@@ -17,6 +17,7 @@ import (
 // real API servers, packages built, signed and deployed by the real zarf,
 // the built-in gate, the switch followed by the real kubectl, then revert.
 func TestDemoOnRealParts(t *testing.T) {
+	t.Parallel()
 	zarf := tool(t, "zarf", "ZARF")
 	if zarf == "" || testenv.Missing() != nil {
 		if os.Getenv("CI") == "true" {

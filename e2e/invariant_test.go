@@ -42,6 +42,7 @@ import (
 // written to testdata/invariant/, whose files are replayed first on every
 // run.
 func TestInvariant(t *testing.T) {
+	t.Parallel()
 	// The whole test, setup and regressions included, ends within about
 	// budget plus one sequence.
 	budget := 150 * time.Second

@@ -214,6 +214,7 @@ func finishJournal(t *testing.T, dir string, from int, snaps []snapshot) {
 // TestJournalCrashAtEveryWritePoint kills the child with SIGKILL at the
 // 1st, 2nd, ... crash point it reaches, until one run completes.
 func TestJournalCrashAtEveryWritePoint(t *testing.T) {
+	t.Parallel()
 	snaps := reference(t)
 	for n := 1; ; n++ {
 		dir := filepath.Join(t.TempDir(), "state")
@@ -236,6 +237,7 @@ func TestJournalCrashAtEveryWritePoint(t *testing.T) {
 
 // TestJournalCrashAtRandomInstants kills the child at random moments.
 func TestJournalCrashAtRandomInstants(t *testing.T) {
+	t.Parallel()
 	snaps := reference(t)
 	killAtRandom(t, 40, func(dir string) *exec.Cmd { return runJournalScript(dir, 0, "") }, func(dir string, out []byte) {
 		k := completedOps(out)

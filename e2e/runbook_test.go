@@ -178,6 +178,7 @@ func TestRunbookCovered(t *testing.T) {
 // issue 17 promises (verify, adopt, apply, accept, evidence), and
 // migrate.txtar runs them.
 func TestMigrationInFiveCommands(t *testing.T) {
+	t.Parallel()
 	const section = "Migrating a site from offline-run.sh"
 	doc, err := os.ReadFile(repo("README.md"))
 	if err != nil {

@@ -10,13 +10,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +39,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	setParallel()
 	// The suite's demo packages are management-only (a ConfigMap): the
 	// suite runs as a site with slotVariable: optional, unless a test or
 	// script sets it (the S2 scripts set required).
@@ -68,6 +72,28 @@ func TestMain(m *testing.M) {
 		"zarf":                   fakes.Zarf,
 	})
 }
+
+// setParallel raises the number of tests and scripts that run at once to
+// e2eParallel (or $KB_E2E_PARALLEL) unless -parallel is given. Most of an
+// end-to-end test's time is spent waiting (for an API server to start, a
+// gate's timeout, a killed process), so twice as many as there are CPUs
+// keeps the CPUs busy: the go test default, GOMAXPROCS, leaves them
+// half idle.
+func setParallel() {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.parallel") || strings.HasPrefix(a, "--test.parallel") {
+			return
+		}
+	}
+	n := max(e2eParallel, 2*runtime.GOMAXPROCS(0))
+	if v, err := strconv.Atoi(os.Getenv("KB_E2E_PARALLEL")); err == nil && v > 0 {
+		n = v
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(n))
+}
+
+// e2eParallel is the least number of tests run at once.
+const e2eParallel = 4
 
 // goEnv reads a go env setting so that scripts which build with the real
 // toolchain share this run's caches instead of starting cold.

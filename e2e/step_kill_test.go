@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -257,7 +258,7 @@ func slotUntouched(t *testing.T, base, s *switchSite, sl string) string {
 // the kill left it. It returns the number of kill points.
 func killInsideEveryStep(t *testing.T, base *switchSite, gateArgs []string, script string, args []string, afterKill func(s *switchSite, k killPoint, before []string)) int {
 	t.Helper()
-	ref := base.snapshot(t.TempDir())
+	ref := base.snapshotTo(t)
 	_ = os.Remove(filepath.Join(ref.root, "fakes", "calls"))
 	out, killed, code := ref.runScript(nil, script, args...)
 	if killed {
@@ -269,53 +270,64 @@ func killInsideEveryStep(t *testing.T, base *switchSite, gateArgs []string, scri
 	if len(points) == 0 {
 		t.Fatalf("the unkilled run made no mutating call:\n%s", ref.calls())
 	}
+	// Each kill point is a parallel subtest on its own copy of the site.
 	for _, k := range points {
-		s := base.snapshot(t.TempDir())
-		_ = os.Remove(filepath.Join(s.root, "fakes", "calls"))
-		out, killed, _ := s.runScript([]string{"FAKE_KILL=" + k.spec()}, script, args...)
-		if !killed {
-			t.Errorf("%s (%s): not killed:\n%s", k.spec(), k.call, out)
-			continue
-		}
-		calls := lines(s.calls())
-		if last := calls[len(calls)-1]; last != "FAKE_KILL "+k.step {
-			t.Errorf("%s: the last call is %q, not the kill inside %s", k.spec(), last, k.step)
-		}
-		afterKill(s, k, calls[:len(calls)-1])
-		next := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.next.command}")
-		if next == "" {
-			// No transaction open: the script itself, as it was run.
-			next = strings.Join(append([]string{repo("scripts", script)}, args...), " ")
-		} else if !strings.Contains(next, ".sh accept") && !strings.Contains(next, ".sh revert") {
-			next += " " + strings.Join(gateArgs, " ")
-		}
-		out, killed, code := s.runScript(nil, "", next)
-		if killed {
-			t.Fatalf("%s: the re-run %q was killed:\n%s", k.spec(), next, out)
-		}
-		if got := s.end(code); got != want {
-			t.Errorf("%s (inside %q), then %q:\n%s\nends:\n%s\nan unkilled run ends:\n%s", k.spec(), k.call, next, out, got, want)
-		}
-		// Nothing is done twice beyond redoing the interrupted step: each
-		// call that is not idempotent appears at most once more than in the
-		// unkilled run.
-		refCount := map[string]int{}
-		for _, c := range refCalls {
-			refCount[strings.ReplaceAll(c, ref.root, "$SITE")]++
-		}
-		count := map[string]int{}
-		for _, c := range lines(s.calls()) {
-			if mutatingSteps[fakeStep(c)] && !idempotent(c) {
-				count[strings.ReplaceAll(c, s.root, "$SITE")]++
-			}
-		}
-		for c, n := range count {
-			if n > refCount[c]+1 {
-				t.Errorf("%s: %q ran %d times, %d in an unkilled run", k.spec(), c, n, refCount[c])
-			}
-		}
+		t.Run(k.spec(), func(t *testing.T) {
+			t.Parallel()
+			killInside(t, base, ref, want, refCalls, gateArgs, script, args, k, afterKill)
+		})
 	}
 	return len(points)
+}
+
+// killInside kills the script inside the step k names, checks afterKill,
+// runs journal status's next command and compares the end with the
+// unkilled run's (ref, want, refCalls).
+func killInside(t *testing.T, base, ref *switchSite, want string, refCalls []string, gateArgs []string, script string, args []string, k killPoint, afterKill func(s *switchSite, k killPoint, before []string)) {
+	s := base.snapshotTo(t)
+	_ = os.Remove(filepath.Join(s.root, "fakes", "calls"))
+	out, killed, _ := s.runScript([]string{"FAKE_KILL=" + k.spec()}, script, args...)
+	if !killed {
+		t.Errorf("%s (%s): not killed:\n%s", k.spec(), k.call, out)
+		return
+	}
+	calls := lines(s.calls())
+	if last := calls[len(calls)-1]; last != "FAKE_KILL "+k.step {
+		t.Errorf("%s: the last call is %q, not the kill inside %s", k.spec(), last, k.step)
+	}
+	afterKill(s, k, calls[:len(calls)-1])
+	next := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.next.command}")
+	if next == "" {
+		// No transaction open: the script itself, as it was run.
+		next = strings.Join(append([]string{repo("scripts", script)}, args...), " ")
+	} else if !strings.Contains(next, ".sh accept") && !strings.Contains(next, ".sh revert") {
+		next += " " + strings.Join(gateArgs, " ")
+	}
+	out, killed, code := s.runScript(nil, "", next)
+	if killed {
+		t.Fatalf("%s: the re-run %q was killed:\n%s", k.spec(), next, out)
+	}
+	if got := s.end(code); got != want {
+		t.Errorf("%s (inside %q), then %q:\n%s\nends:\n%s\nan unkilled run ends:\n%s", k.spec(), k.call, next, out, got, want)
+	}
+	// Nothing is done twice beyond redoing the interrupted step: each
+	// call that is not idempotent appears at most once more than in the
+	// unkilled run.
+	refCount := map[string]int{}
+	for _, c := range refCalls {
+		refCount[strings.ReplaceAll(c, ref.root, "$SITE")]++
+	}
+	count := map[string]int{}
+	for _, c := range lines(s.calls()) {
+		if mutatingSteps[fakeStep(c)] && !idempotent(c) {
+			count[strings.ReplaceAll(c, s.root, "$SITE")]++
+		}
+	}
+	for c, n := range count {
+		if n > refCount[c]+1 {
+			t.Errorf("%s: %q ran %d times, %d in an unkilled run", k.spec(), c, n, refCount[c])
+		}
+	}
 }
 
 // TestStrategiesConvergeAfterAKillInsideAStep: every strategy script, its
@@ -323,6 +335,7 @@ func killInsideEveryStep(t *testing.T, base *switchSite, gateArgs []string, scri
 // machine (zarf deploy and init, kind create and delete, the registry's
 // docker run and rm, the switch's network moves).
 func TestStrategiesConvergeAfterAKillInsideAStep(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	site := newStrategySite(t)
 	v2 := repo(pkgV2)
@@ -336,18 +349,28 @@ func TestStrategiesConvergeAfterAKillInsideAStep(t *testing.T) {
 				return // the switch has begun: it moves a's aliases
 			}
 			if mutatingSteps[fakeStep(c)] && (strings.Contains(c, "airgap-mgmt-a") || strings.Contains(c, "airgap-a")) {
-				t.Errorf("%s: a call against the active slot a before the switch: %q", k.spec(), c)
+				s.t.Errorf("%s: a call against the active slot a before the switch: %q", k.spec(), c)
 			}
 		}
-		if d := slotUntouched(t, site, s, "a"); d != "" {
-			t.Errorf("%s: the active slot a changed before the switch: %s", k.spec(), d)
+		if d := slotUntouched(s.t, site, s, "a"); d != "" {
+			s.t.Errorf("%s: the active slot a changed before the switch: %s", k.spec(), d)
 		}
 	}
+	// Every run below and every kill point in it is a parallel subtest.
+	var mu sync.Mutex
 	counts := map[string]int{}
+	count := func(name string, n int) {
+		mu.Lock()
+		counts[name] = n
+		mu.Unlock()
+	}
+	t.Cleanup(func() { t.Logf("kill points: %v (%s)", counts, time.Since(start).Round(time.Second)) })
 	run := func(name, script string, gate []string, args []string, check func(*switchSite, killPoint, []string)) {
 		t.Run(name, func(t *testing.T) {
-			counts[name] = killInsideEveryStep(t, site, gate, script, append(args, gate...), check)
-			t.Logf("%s: killed inside each of %d mutating calls", name, counts[name])
+			t.Parallel()
+			n := killInsideEveryStep(t, site, gate, script, append(args, gate...), check)
+			count(name, n)
+			t.Logf("%s: killed inside each of %d mutating calls", name, n)
 		})
 	}
 	run("blue-green apply", "blue-green.sh", pass, []string{"apply", v2}, aUntouched)
@@ -361,7 +384,8 @@ func TestStrategiesConvergeAfterAKillInsideAStep(t *testing.T) {
 	// deploys the target again (the "in-place" row above ends COMMITTED);
 	// killed inside it twice, the re-run restores the previous package.
 	t.Run("in-place deploy interrupted twice", func(t *testing.T) {
-		s := site.snapshot(t.TempDir())
+		t.Parallel()
+		s := site.snapshotTo(t)
 		_ = os.Remove(filepath.Join(s.root, "fakes", "calls"))
 		kill := []string{"FAKE_KILL=zarf-deploy"}
 		if out, killed, _ := s.runScript(kill, "in-place.sh", append([]string{v2}, pass...)...); !killed {
@@ -401,16 +425,16 @@ func TestStrategiesConvergeAfterAKillInsideAStep(t *testing.T) {
 		}
 	})
 
-	soaking := site.snapshot(t.TempDir())
+	soaking := site.snapshotTo(t)
 	if out, killed, code := soaking.runScript(nil, "blue-green.sh", append([]string{"apply", v2}, pass...)...); killed || code != 0 {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
 	for _, sub := range []string{"accept", "revert"} {
 		t.Run("blue-green "+sub, func(t *testing.T) {
+			t.Parallel()
 			n := killInsideEveryStep(t, soaking, nil, "blue-green.sh", []string{sub}, nothing)
-			counts["blue-green "+sub] = n
+			count("blue-green "+sub, n)
 			t.Logf("blue-green %s: killed inside each of %d mutating calls", sub, n)
 		})
 	}
-	t.Logf("kill points: %v (%s)", counts, time.Since(start).Round(time.Second))
 }

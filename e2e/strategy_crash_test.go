@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,6 +96,10 @@ func (s *switchSite) script(killAfter int, script string, args ...string) (out s
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Dir = s.root
 	b, err := cmd.CombinedOutput()
+	s.lastCalls = 0
+	if c, rerr := os.ReadFile(filepath.Join(s.root, "kill-counter")); rerr == nil {
+		s.lastCalls, _ = strconv.Atoi(strings.TrimSpace(string(c)))
+	}
 	_ = os.Remove(filepath.Join(s.root, "kill-counter"))
 	var ee *exec.ExitError
 	switch {
@@ -120,87 +125,99 @@ func (s *switchSite) calls() string {
 	return string(b)
 }
 
-// killEveryStep runs the script killed after call 1, 2, ... until a run
-// finishes unkilled; after each kill, check(afterKill) and a re-run that
-// must exit wantCode and pass final.
+// killEveryStep runs the script unkilled to count its plugin calls, then,
+// for each N of them, killed after call N (each N a parallel subtest on its
+// own copy of the site); after each kill, check(afterKill) and a re-run
+// that must exit wantCode and pass final.
 func killEveryStep(t *testing.T, base *switchSite, wantCode int, script string, args []string, afterKill, final func(s *switchSite, n int)) {
-	for n := 1; ; n++ {
-		s := base.snapshot(t.TempDir())
-		_ = os.Remove(filepath.Join(s.root, "fakes", "calls")) // only this run's calls count
-		out, killed, code := s.script(n, script, args...)
-		if !killed {
-			if code != wantCode {
-				t.Fatalf("unkilled run (after %d calls) exited %d:\n%s", n-1, code, out)
-			}
-			t.Logf("%s: killed after each of %d plugin calls; every re-run converged", script, n-1)
-			if n < 4 {
-				t.Errorf("only %d plugin calls: the kill hook does not reach the steps", n-1)
-			}
-			return
-		}
-		afterKill(s, n)
-		out, killed, code = s.script(0, script, args...)
-		if killed || code != wantCode {
-			t.Fatalf("killed after call %d, the re-run exited %d:\n%s", n, code, out)
-		}
-		final(s, n)
-		if n > 30 {
-			t.Fatal("no end to the plugin calls")
-		}
+	t.Helper()
+	ref := base.snapshotTo(t)
+	out, killed, code := ref.script(1<<30, script, args...) // counts its calls, never killed
+	if killed || code != wantCode {
+		t.Fatalf("unkilled run exited %d (killed %v):\n%s", code, killed, out)
 	}
+	calls := ref.lastCalls
+	if calls < 4 {
+		t.Fatalf("only %d plugin calls: the kill hook does not reach the steps", calls)
+	}
+	if calls > 30 {
+		t.Fatalf("%d plugin calls: no end to them", calls)
+	}
+	for n := 1; n <= calls; n++ {
+		t.Run(fmt.Sprintf("kill after call %d", n), func(t *testing.T) {
+			t.Parallel()
+			s := base.snapshotTo(t)
+			_ = os.Remove(filepath.Join(s.root, "fakes", "calls")) // only this run's calls count
+			out, killed, code := s.script(n, script, args...)
+			if !killed {
+				t.Fatalf("not killed after call %d of %d (exit %d):\n%s", n, calls, code, out)
+			}
+			afterKill(s, n)
+			out, killed, code = s.script(0, script, args...)
+			if killed || code != wantCode {
+				t.Fatalf("killed after call %d, the re-run exited %d:\n%s", n, code, out)
+			}
+			final(s, n)
+		})
+	}
+	t.Logf("%s: killed after each of %d plugin calls, in parallel subtests", script, calls)
 }
 
 func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
+	t.Parallel()
 	site := newStrategySite(t)
 	v2 := repo(pkgV2)
 	gate := filepath.Join(site.root, "gate.yaml")
 
 	t.Run("blue-green", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 0, "blue-green.sh", []string{"apply", v2, "--gate", gate},
 			func(s *switchSite, n int) {
 				// Before the switch, nothing may have touched slot a.
 				calls := s.calls()
 				if strings.Contains(calls, "context kind-airgap-mgmt-a]") || strings.Contains(calls, "--name airgap-mgmt-a") {
-					t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
+					s.t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
 				}
 				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}"); got != "demo" {
-					t.Errorf("kill %d: slot a holds %q", n, got)
+					s.t.Errorf("kill %d: slot a holds %q", n, got)
 				}
 			},
 			func(s *switchSite, n int) {
 				if got := s.field("kubectl-bundle-switch", "status", "-o", "jsonpath={.active}/{.consistent}"); got != "b/true" {
-					t.Errorf("kill %d then re-run: switch %s", n, got)
+					s.t.Errorf("kill %d then re-run: switch %s", n, got)
 				}
 				if got := s.field("kubectl-bundle-slot", "describe", "b", "-o", "jsonpath={.package.name}"); got != "demo-beta" {
-					t.Errorf("kill %d then re-run: slot b holds %q", n, got)
+					s.t.Errorf("kill %d then re-run: slot b holds %q", n, got)
 				}
 				if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.phase}"); got != "SOAKING" {
-					t.Errorf("kill %d then re-run: phase %q", n, got)
+					s.t.Errorf("kill %d then re-run: phase %q", n, got)
 				}
 				if strings.Count(s.calls(), "kind create cluster --name airgap-mgmt-b") > 2 {
-					t.Errorf("kill %d: slot b created more than twice", n)
+					s.t.Errorf("kill %d: slot b created more than twice", n)
 				}
 			})
 	})
 	t.Run("in-place", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 0, "in-place.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
 			func(s *switchSite, n int) {
 				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}"); got != "demo-beta" {
-					t.Errorf("kill %d then re-run: slot a holds %q", n, got)
+					s.t.Errorf("kill %d then re-run: slot a holds %q", n, got)
 				}
 				if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.id}"); got != "" {
-					t.Errorf("kill %d then re-run: transaction %s still open", n, got)
+					s.t.Errorf("kill %d then re-run: transaction %s still open", n, got)
 				}
 			})
 	})
 	t.Run("recreate", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 0, "recreate.sh", []string{v2, "--gate", gate}, func(*switchSite, int) {},
 			func(s *switchSite, n int) {
 				if got := s.field("kubectl-bundle-slot", "describe", "a", "-o", "jsonpath={.package.name}/{.state}"); got != "demo-beta/ready" {
-					t.Errorf("kill %d then re-run: slot a is %q", n, got)
+					s.t.Errorf("kill %d then re-run: slot a is %q", n, got)
 				}
 				if got := s.field("kubectl-bundle-journal", "log", "-o", "jsonpath={[*].phase}"); !strings.Contains(got, "COMMITTED") {
-					t.Errorf("kill %d then re-run: no COMMITTED in %s", n, got)
+					s.t.Errorf("kill %d then re-run: no COMMITTED in %s", n, got)
 				}
 			})
 	})
@@ -210,31 +227,33 @@ func TestStrategiesConvergeAfterAKillAtEveryStep(t *testing.T) {
 // paths (U3 with U4): the update's gate fails, and the script is killed
 // after each call of the update and of its rollback.
 func TestRollbacksConvergeAfterAKillAtEveryStep(t *testing.T) {
+	t.Parallel()
 	site := newStrategySite(t)
 	v2 := repo(pkgV2)
 	gate := filepath.Join(site.root, "gate-fails.yaml")
 	holds := func(s *switchSite, n int, slot, want string) {
 		if got := s.field("kubectl-bundle-slot", "describe", slot, "-o", "jsonpath={.package.name}/{.state}"); got != want {
-			t.Errorf("kill %d then re-run: slot %s is %q, want %q", n, slot, got, want)
+			s.t.Errorf("kill %d then re-run: slot %s is %q, want %q", n, slot, got, want)
 		}
 		if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.id}"); got != "" {
-			t.Errorf("kill %d then re-run: transaction %s still open", n, got)
+			s.t.Errorf("kill %d then re-run: transaction %s still open", n, got)
 		}
 	}
 	// The same gate fails on the active slot a: the rollback destroys b
 	// and closes the transaction, but never says the previous deployment
 	// is in place (exit 3, BROKEN).
 	t.Run("blue-green", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 3, "blue-green.sh", []string{"apply", v2, "--gate", gate, "--gate-timeout", "300ms"},
 			func(s *switchSite, n int) {
 				if calls := s.calls(); strings.Contains(calls, "context kind-airgap-mgmt-a]") || strings.Contains(calls, "--name airgap-mgmt-a") {
-					t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
+					s.t.Errorf("kill %d: a call against the active slot a:\n%s", n, calls)
 				}
 			},
 			func(s *switchSite, n int) {
 				holds(s, n, "a", "demo/ready")
 				if got := s.field("kubectl-bundle-slot", "list", "-o", "jsonpath={[*].name}"); got != "a" {
-					t.Errorf("kill %d then re-run: slots %q, want only a", n, got)
+					s.t.Errorf("kill %d then re-run: slots %q, want only a", n, got)
 				}
 			})
 	})
@@ -244,23 +263,25 @@ func TestRollbacksConvergeAfterAKillAtEveryStep(t *testing.T) {
 	restoredOnceGated := func(script string, recovery string) func(s *switchSite, n int) {
 		return func(s *switchSite, n int) {
 			if got := s.field("kubectl-bundle-journal", "status", "-o", "jsonpath={.transaction.phase}/{.transaction.status}"); got != recovery+"/done" {
-				t.Errorf("kill %d then re-run: transaction in %q, want %s/done", n, got, recovery)
+				s.t.Errorf("kill %d then re-run: transaction in %q, want %s/done", n, got, recovery)
 			}
 			if got := s.field("kubectl-bundle-journal", "log", "-o", "jsonpath={[*].phase}"); strings.Contains(got, "RESTORED") {
-				t.Errorf("kill %d then re-run: RESTORED recorded though the restored slot fails its gate: %s", n, got)
+				s.t.Errorf("kill %d then re-run: RESTORED recorded though the restored slot fails its gate: %s", n, got)
 			}
 			out, killed, code := s.script(0, script, v2, "--gate", filepath.Join(s.root, "gate.yaml"), "--gate-timeout", "300ms")
 			if killed || code != 1 || !strings.Contains(out, "RESULT: FAIL (the previous deployment is in place)") {
-				t.Fatalf("kill %d, then re-run with a passing gate: exit %d:\n%s", n, code, out)
+				s.t.Fatalf("kill %d, then re-run with a passing gate: exit %d:\n%s", n, code, out)
 			}
 			holds(s, n, "a", "demo/ready")
 		}
 	}
 	t.Run("in-place", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 3, "in-place.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
 			restoredOnceGated("in-place.sh", "RESTORING"))
 	})
 	t.Run("recreate", func(t *testing.T) {
+		t.Parallel()
 		killEveryStep(t, site, 3, "recreate.sh", []string{v2, "--gate", gate, "--gate-timeout", "300ms"}, func(*switchSite, int) {},
 			restoredOnceGated("recreate.sh", "BUILDING_FALLBACK"))
 	})

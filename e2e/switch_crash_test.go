@@ -21,6 +21,9 @@ type switchSite struct {
 	t    *testing.T
 	root string
 	env  []string
+	// lastCalls is how many plugin calls the last script run made (counted
+	// when it ran with a kill hook).
+	lastCalls int
 }
 
 func newSwitchSite(t *testing.T) *switchSite {
@@ -85,14 +88,27 @@ func (s *switchSite) must(name string, args ...string) string {
 // crash starts from the same point.
 func (s *switchSite) snapshot(dst string) *switchSite {
 	s.t.Helper()
+	return s.snapshotFor(s.t, dst)
+}
+
+// snapshotTo copies the site into a directory of t's and reports to t: a
+// parallel subtest runs on its own copy (the API servers behind the site
+// are only read by the steps).
+func (s *switchSite) snapshotTo(t *testing.T) *switchSite {
+	t.Helper()
+	return s.snapshotFor(t, t.TempDir())
+}
+
+func (s *switchSite) snapshotFor(t *testing.T, dst string) *switchSite {
+	t.Helper()
 	if out, err := exec.Command("cp", "-a", s.root+"/.", dst).CombinedOutput(); err != nil {
-		s.t.Fatalf("copying the site: %v %s", err, out)
+		t.Fatalf("copying the site: %v %s", err, out)
 	}
 	env := make([]string, len(s.env))
 	for i, e := range s.env {
 		env[i] = strings.ReplaceAll(e, s.root, dst)
 	}
-	return &switchSite{t: s.t, root: dst, env: env}
+	return &switchSite{t: t, root: dst, env: env}
 }
 
 type switchStatus struct {
@@ -185,6 +201,7 @@ func crashEveryPoint(t *testing.T, base *switchSite, want string, args ...string
 // writes in turn; a re-run always converges, and the alias never stays on
 // a slot the active pointer does not name.
 func TestSwitchCrashAtEveryWrite(t *testing.T) {
+	t.Parallel()
 	site := newSwitchSite(t)
 	crashEveryPoint(t, site, "b", "to", "b")
 
@@ -199,6 +216,7 @@ func TestSwitchCrashAtEveryWrite(t *testing.T) {
 // alias); switch status says so and names a command, and that command,
 // run as printed, puts everything on the target.
 func TestSwitchKilledInsideTheAliasMove(t *testing.T) {
+	t.Parallel()
 	site := newSwitchSite(t)
 	switched := site.snapshot(t.TempDir())
 	switched.must("kubectl-bundle-switch", "to", "b", "-q")
