@@ -93,11 +93,21 @@ $(KUBE_STAMP): hack/tools/node/go.mod hack/tools/node/go.sum
 # The tests build as the release does (CGO_ENABLED=0, -trimpath): on a cold
 # cache every package compiles once for linux, not once for the tests and
 # again for the release test's archives and make install.
-test: testbin releasetools lint
+# e2e-kind-core runs beside the go tests and the fuzz (it mostly waits on
+# Docker, kind and the clusters); its output goes to KIND_LOG and is printed
+# when it ends. Either failing fails the run.
+KIND_LOG := $(TESTBIN)/e2e-kind-core.log
+test: testbin releasetools lint build
 	CGO_ENABLED=0 $(GO) vet -trimpath ./...
-	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -trimpath -count=1 -timeout 45m ./...
-	$(MAKE) fuzz FUZZTIME=2000x INVARIANT_BUDGET=
-	$(MAKE) e2e-kind-core
+	@echo "e2e-kind-core starts beside the go tests (output: $(KIND_LOG), printed when it ends)"
+	@rm -f $(KIND_LOG).rc; ( $(MAKE) --no-print-directory e2e-kind-core >$(KIND_LOG) 2>&1; echo $$? >$(KIND_LOG).rc ) & kind=$$!; \
+	trap 'kill $$kind 2>/dev/null' INT TERM; rc=0; \
+	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report $(GO) test -trimpath -count=1 -timeout 45m ./...'; \
+	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) $(GO) test -trimpath -count=1 -timeout 45m ./... || rc=$$?; \
+	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x INVARIANT_BUDGET= || rc=$$((rc ? rc : 1)); \
+	echo "waiting for e2e-kind-core"; wait $$kind; echo "--- e2e-kind-core ($(KIND_LOG))"; cat $(KIND_LOG); \
+	krc=$$(cat $(KIND_LOG).rc 2>/dev/null || echo 1); [ "$$krc" = 0 ] || echo "e2e-kind-core FAILED (exit $$krc)"; \
+	[ "$$rc" = 0 ] && [ "$$krc" = 0 ]
 
 ## releasetools: goreleaser (pinned in hack/tools/release), cosign (hack/tools/cosign) and krew (hack/tools/krew) into bin/testbin; rebuilt only when a pin changes
 GORELEASER := $(TESTBIN)/goreleaser

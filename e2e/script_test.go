@@ -40,6 +40,13 @@ import (
 
 func TestMain(m *testing.M) {
 	setParallel()
+	// The suite starts some ten thousand short plugin and fake processes,
+	// each a copy of this binary: with the default GOGC their package
+	// initialisation runs the collector four times. At 400 a process uses
+	// about a fifth less CPU (measured: 70 ms against 55 ms per call).
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		os.Setenv("GOGC", "400")
+	}
 	// The suite's demo packages are management-only (a ConfigMap): the
 	// suite runs as a site with slotVariable: optional, unless a test or
 	// script sets it (the S2 scripts set required).
