@@ -12,15 +12,23 @@ import (
 // listen http|tcp|closed VAR: stand in for a public registry in an
 // offline check. http serves HTTP (404 to everything) and sets VAR to its
 // URL; tcp accepts TCP connections and sets VAR to HOST:PORT; closed sets
-// VAR to a local HOST:PORT nothing listens on. Servers stop with the script.
+// VAR to a local HOST:PORT nothing listens on. Servers stop with the
+// script, or at `listen close VAR` (the uplink cut while a script waits).
 func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
-		ts.Fatalf("usage: listen http|tcp|closed VAR")
+		ts.Fatalf("usage: listen http|tcp|closed|close VAR")
 	}
+	started, _ := ts.Value(listenersKey{}).(listeners)
 	switch args[0] {
+	case "close":
+		stop, ok := started[args[1]]
+		if !ok {
+			ts.Fatalf("listen close: no listener started as %s", args[1])
+		}
+		stop()
 	case "http":
 		srv := httptest.NewServer(http.NotFoundHandler())
-		ts.Defer(srv.Close)
+		started.add(ts, args[1], srv.Close)
 		ts.Setenv(args[1], srv.URL)
 	case "tcp", "closed":
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -30,7 +38,7 @@ func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(l.Close())
 			return
 		}
-		ts.Defer(func() { l.Close() })
+		started.add(ts, args[1], func() { l.Close() })
 		go func() {
 			for {
 				c, err := l.Accept()

@@ -179,6 +179,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			env.Setenv(slotVariableEnv, "optional")
 			env.Values[lockKey{}] = &heldLock{}
+			env.Values[listenersKey{}] = listeners{}
 			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
 			m, err := fakes.NewMachine(filepath.Join(env.WorkDir, "fakes"))
 			if err != nil {
@@ -231,6 +232,8 @@ func TestScripts(t *testing.T) {
 			"runbook":   cmdRunbook,
 			"docsh":     cmdDocsh,
 			"docblock":  cmdDocblock,
+			"waitfor":   cmdWaitfor,
+			"killrun":   cmdKillrun,
 		},
 	})
 }
