@@ -51,6 +51,41 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// killRunLeft kills what a strategy script that holds the run lock of the
+// state dir under workDir left running when a script ends (it failed
+// while a run was blocked): testscript waits for its background
+// processes, and a blocked step would hold their output open for good.
+// Only this test's descendants are killed.
+func killRunLeft(workDir string) {
+	pid := runHolder(filepath.Join(workDir, "state"))
+	if pid <= 1 || !descends(pid, os.Getpid()) {
+		return
+	}
+	killTree(pid)
+}
+
+// runHolder is the pid journal/run.lock names (0 when none).
+func runHolder(stateDir string) int {
+	var h struct {
+		PID int `json:"pid"`
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, "journal", "run.lock"))
+	if err != nil || json.Unmarshal(b, &h) != nil {
+		return 0
+	}
+	return h.PID
+}
+
+// descends reports whether pid is a descendant of root.
+func descends(pid, root int) bool {
+	for p := pid; p > 1; p = ppid(p) {
+		if p == root {
+			return true
+		}
+	}
+	return false
+}
+
 // killrun STATEDIR: SIGKILL the strategy script that holds the state dir's
 // run lock (journal/run.lock names its pid) and every process it started,
 // at once, as a power cut would; prints the pids it killed.
@@ -58,20 +93,21 @@ func cmdKillrun(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: killrun STATEDIR")
 	}
-	var h struct {
-		PID int `json:"pid"`
+	pid := runHolder(ts.MkAbs(args[0]))
+	if pid <= 1 || !descends(pid, os.Getpid()) {
+		ts.Fatalf("killrun: no live run of this script holds %s", args[0])
 	}
-	b, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "journal", "run.lock"))
-	ts.Check(err)
-	ts.Check(json.Unmarshal(b, &h))
-	if h.PID <= 1 || h.PID == os.Getpid() {
-		ts.Fatalf("killrun: no run holder in %s", b)
-	}
+	fmt.Fprintf(ts.Stdout(), "killed %s\n", strings.Join(killTree(pid), " "))
+}
+
+// killTree SIGKILLs root and its descendants and waits until they are
+// dead; it returns their pids.
+func killTree(root int) []string {
 	// Stop the whole tree first (nothing forks or is reparented while it
 	// is being collected), then kill it.
 	stopped := map[int]bool{}
 	for {
-		tree := processTree(h.PID)
+		tree := processTree(root)
 		grew := false
 		for _, p := range tree {
 			if !stopped[p] {
@@ -88,7 +124,6 @@ func cmdKillrun(ts *testscript.TestScript, neg bool, args []string) {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 		pids = append(pids, strconv.Itoa(p))
 	}
-	fmt.Fprintf(ts.Stdout(), "killed %s\n", strings.Join(pids, " "))
 	// Dead once /proc says so (a zombie is dead: its descriptors are closed).
 	deadline := time.Now().Add(10 * time.Second)
 	for p := range stopped {
@@ -96,6 +131,7 @@ func cmdKillrun(ts *testscript.TestScript, neg bool, args []string) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	return pids
 }
 
 // processTree is root and its descendants, from /proc.

@@ -180,6 +180,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv(slotVariableEnv, "optional")
 			env.Values[lockKey{}] = &heldLock{}
 			env.Values[listenersKey{}] = listeners{}
+			workDir := env.WorkDir
+			env.Defer(func() { killRunLeft(workDir) })
 			env.Values[serversKey{}] = &servers{cfgs: map[string]*rest.Config{}}
 			m, err := fakes.NewMachine(filepath.Join(env.WorkDir, "fakes"))
 			if err != nil {

@@ -85,6 +85,7 @@ preflight() {
 
 apply() {
   parse_args "$@"
+  hold_run "$(quoted "$SELF" apply "$PACKAGE" "${RERUN_ARGS[@]}")"
   require_update
   check_gate_file apply "$PACKAGE"
   check_open blue-green
@@ -149,6 +150,7 @@ apply() {
 
 accept() {
   parse_args "$@"
+  hold_run "$(quoted "$SELF" accept "${RERUN_ARGS[@]}")"
   check_open blue-green
   local old owns
   old=$(txn slots.active)
@@ -191,6 +193,7 @@ revert() {
     if [ "$a" = "--force" ]; then force=(--force); else args+=("$a"); fi
   done
   parse_args "${args[@]}"
+  hold_run "$(quoted "$SELF" revert "${RERUN_ARGS[@]}" "${force[@]}")"
   check_open blue-green
   if [ -z "$(txn id)" ] && [ "$("$SWITCH" status -o 'jsonpath={.mode}/{.phase}')" = repoint/ACCEPTED ]; then
     # An accepted S1 update kept the old slot for its workload clusters:

@@ -32,6 +32,7 @@ restore() {
 
 main() {
   parse_args "$@"
+  hold_run "$(rerun_command)"
   require_update
   check_gate_file "$PACKAGE"
   begin_on_active in-place updates

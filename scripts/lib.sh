@@ -202,6 +202,20 @@ parse_args() {
   fi
 }
 
+# hold_run COMMAND: this run owns the state dir until it exits (docs/strategies.md,
+# "The guard"). The lock is taken on a descriptor of this shell, which
+# every plugin call inherits (so they are part of the run) and which the
+# kernel closes when the script dies: a killed run's re-run takes over at
+# once. While it lives, every other mutating command refuses (exit 4),
+# naming this pid and COMMAND, the line that re-runs this script.
+hold_run() {
+  local path
+  path=$("$JOURNAL" lock-run --path) || exit
+  exec {KB_RUN_FD}<>"$path"
+  export KUBECTL_BUNDLE_RUN_FD=$KB_RUN_FD
+  "$JOURNAL" lock-run --fd "$KB_RUN_FD" --command "$1" || exit
+}
+
 # kb runs one plugin call. Tests set KB_TEST_KILL_AFTER=N to have the
 # script SIGKILL its own process group after its N-th plugin call, the way
 # a power cut or a killed shell would stop it.

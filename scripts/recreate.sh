@@ -40,6 +40,7 @@ rebuild() {
 
 main() {
   parse_args "$@"
+  hold_run "$(rerun_command)"
   require_update
   check_gate_file "$PACKAGE"
   begin_on_active recreate rebuilds

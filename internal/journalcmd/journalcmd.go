@@ -106,6 +106,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			},
 			offlineCommand(streams),
 			evidenceCommand(streams),
+			lockRunCommand(streams),
 			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",
@@ -330,6 +331,11 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	if err := writeText(streams.Out, t, nextOf(s.dir, t)); err != nil {
 		return err
+	}
+	if h, err := s.dir.RunHolder(); err == nil && h != nil && h.PID != 0 {
+		// The next command is the live run's to make, not the reader's.
+		fmt.Fprintf(streams.Out, "running:    pid %d (%s) holds this run since %s: wait for it to finish\n",
+			h.PID, h.Command, h.Since.Format(time.RFC3339))
 	}
 	return damage
 }

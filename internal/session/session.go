@@ -56,6 +56,14 @@ func Open(o Options) (*Session, error) {
 	if !o.Mutate {
 		return s, nil
 	}
+	// A live strategy run owns the state dir for its whole run: only its
+	// own plugin calls (which inherited its lock) go on. Said first, as
+	// the reason, even while one of its calls holds the state lock; and
+	// checked again with the state lock held, so that a run starting now
+	// waits for this command (journal lock-run).
+	if err := runConflict(d); err != nil {
+		return nil, err
+	}
 	if s.lock, err = d.Lock(); err != nil {
 		var le *state.LockedError
 		if errors.As(err, &le) {
@@ -64,6 +72,10 @@ func Open(o Options) (*Session, error) {
 					err, t.ID, t.Strategy, t.Phase, t.Status))
 			}
 		}
+		return nil, err
+	}
+	if err := runConflict(d); err != nil {
+		s.Close()
 		return nil, err
 	}
 	if err := stepConflict(d, s.step); err != nil {
@@ -93,4 +105,14 @@ func (s *Session) Close() {
 		_ = s.lock.Unlock()
 		s.lock = nil
 	}
+}
+
+// runConflict refuses a mutating command while a live strategy run that
+// this process is not part of holds the state dir.
+func runConflict(d *state.Dir) error {
+	h, err := d.RunHolder()
+	if err != nil || h == nil {
+		return err
+	}
+	return &state.RunLockedError{Holder: *h}
 }

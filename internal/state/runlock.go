@@ -1,0 +1,176 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+)
+
+// RunLockFile is where a strategy script holds the state dir for its whole
+// run (journal/run.lock). The script opens it on a descriptor of its own
+// and takes the flock on that open file description through a plugin call
+// (kubectl-bundle-journal lock-run): the lock then lives exactly as long as
+// the script and the children that inherited the descriptor, and the
+// kernel releases it when they die, so a killed script's re-run takes the
+// run over at once.
+const RunLockFile = "journal/run.lock"
+
+// EnvRunFD names the variable a script that holds the run lock exports: the
+// number of its descriptor open on RunLockFile. A plugin whose inherited
+// descriptor of that number holds the lock is part of that run.
+const EnvRunFD = "KUBECTL_BUNDLE_RUN_FD"
+
+// RunLockedError says a live strategy run owns the state dir: every other
+// mutating command refuses while it lives, whatever --force says.
+type RunLockedError struct {
+	Holder Holder
+}
+
+func (e *RunLockedError) Error() string {
+	h := e.Holder
+	if h.PID == 0 {
+		return fmt.Sprintf("a strategy script holds the state dir (%s) for its run: wait for it to finish (--force does not override a live run)", RunLockFile)
+	}
+	return fmt.Sprintf("the state dir is held for its whole run by pid %d (%s) since %s: a live strategy run owns the transaction and every other mutating command refuses while it lives (--force does not override it); wait for it to finish; if it hangs, stop it (kill %d) and re-run it, which takes the run over: %s",
+		h.PID, h.Command, h.Since.Format(time.RFC3339), h.PID, h.Command)
+}
+
+// ErrorKind: a live run owning the state dir is a conflict.
+func (e *RunLockedError) ErrorKind() errkind.Kind { return errkind.Conflict }
+
+// RunLockPath creates the journal dir and returns the path of the run
+// lock, for a script to open on a descriptor of its own.
+func (d *Dir) RunLockPath() (string, error) {
+	if _, err := d.MkdirAll("journal"); err != nil {
+		return "", err
+	}
+	return d.Join(RunLockFile), nil
+}
+
+// HoldRun takes the run lock on fd, a descriptor the calling script opened
+// on RunLockFile and passed down, and records h as its holder. It fails
+// with a *RunLockedError naming the holder when another run holds it; a
+// descriptor open on another file is refused. fd stays open: the lock
+// belongs to the script's open file description, not to this process.
+func (d *Dir) HoldRun(fd int, h Holder) error {
+	p, err := d.RunLockPath()
+	if err != nil {
+		return err
+	}
+	if err := sameFile(fd, p); err != nil {
+		return err
+	}
+	if err := flockRetry(fd, syscall.LOCK_EX); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return d.runLocked(p)
+		}
+		return fmt.Errorf("locking %s: %w", p, err)
+	}
+	b, _ := json.Marshal(h)
+	rec := append(b, '\n')
+	// Advisory, as the state lock's: the flock is the lock.
+	if _, err := syscall.Pwrite(fd, rec, 0); err == nil {
+		_ = syscall.Ftruncate(fd, int64(len(rec)))
+	}
+	return nil
+}
+
+// RunHolder returns the live strategy run that holds the run lock when this
+// process is not part of it, else nil. A process is part of a run when its
+// EnvRunFD descriptor is open on RunLockFile and holds the lock: the
+// script's own plugin calls, and their children, inherit it.
+func (d *Dir) RunHolder() (*Holder, error) {
+	p := d.Join(RunLockFile)
+	if own, err := inheritedRun(p); err != nil || own {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", p, err)
+	}
+	defer f.Close() // releases this probe
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		return nil, nil
+	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("probing %s: %w", p, err)
+	}
+	var le *RunLockedError
+	if errors.As(d.runLocked(p), &le) {
+		return &le.Holder, nil
+	}
+	return &Holder{}, nil
+}
+
+func (d *Dir) runLocked(p string) error {
+	h := readHolder(p)
+	if h == nil {
+		return &RunLockedError{}
+	}
+	return &RunLockedError{Holder: *h}
+}
+
+// inheritedRun reports whether this process inherited, through EnvRunFD, a
+// descriptor open on the run lock p that holds it. Taking the lock on that
+// descriptor again succeeds at once when its description holds it (and
+// changes nothing); it would block only if another run held it.
+func inheritedRun(p string) (bool, error) {
+	v := os.Getenv(EnvRunFD)
+	if v == "" {
+		return false, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 || sameFile(fd, p) != nil {
+		// Not a descriptor of a run on this state dir (another state dir's,
+		// or a variable left in the environment): probe as anyone would.
+		return false, nil
+	}
+	if err := flockRetry(fd, syscall.LOCK_EX); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, fmt.Errorf("locking %s: %w", p, err)
+	}
+	return true, nil
+}
+
+// flockRetry takes how on fd without waiting, looking again for a moment
+// when it is busy: another process's probe holds a shared lock for an
+// instant, a run holds it for good.
+func flockRetry(fd, how int) error {
+	var err error
+	for try := 0; try < 40; try++ {
+		if err = syscall.Flock(fd, how|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return err
+}
+
+// sameFile checks that fd is open on the regular file p (not through a
+// symlink: p itself must not be one).
+func sameFile(fd int, p string) error {
+	var fst, pst syscall.Stat_t
+	if err := syscall.Fstat(fd, &fst); err != nil {
+		return fmt.Errorf("descriptor %d: %w", fd, err)
+	}
+	if err := syscall.Lstat(p, &pst); err != nil {
+		return fmt.Errorf("checking %s: %w", p, err)
+	}
+	if pst.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return fmt.Errorf("%s is not a regular file", p)
+	}
+	if fst.Dev != pst.Dev || fst.Ino != pst.Ino {
+		return fmt.Errorf("descriptor %d is not open on %s", fd, p)
+	}
+	return nil
+}
