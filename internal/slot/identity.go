@@ -50,6 +50,9 @@ type lineage struct {
 	// adopted: the slot was adopted (its names are the site's, not
 	// derived), even when the history predates identities.
 	adopted bool
+	// destroyed: the last word of the history on the slot is its destroy
+	// (or a repair that found it gone).
+	destroyed bool
 }
 
 // historyOf reads what the history says of slot name.
@@ -77,11 +80,16 @@ func historyOf(d *state.Dir, name string) lineage {
 				l.id, l.adopted = ev.Identity, l.adopted || ev.Identity.Adopted
 			}
 		case "destroy", DetailGone:
-			l = lineage{}
+			l = lineage{destroyed: true}
 		}
 	}
 	return l
 }
+
+// DestroyedPerHistory reports whether the history says slot name was
+// destroyed (or found gone by a repair) and not created or adopted since:
+// a slot with no record for that reason is gone, not lost.
+func DestroyedPerHistory(d *state.Dir, name string) bool { return historyOf(d, name).destroyed }
 
 // OwnedPerHistory lists the workload clusters the history says slot name
 // owns (an S1 accept kept them): it decides protection when the slot's

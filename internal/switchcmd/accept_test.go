@@ -11,6 +11,7 @@ import (
 	"time"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
@@ -92,5 +93,41 @@ func TestAcceptIfSoakedAcceptsAfterTheWindow(t *testing.T) {
 	// Accepted already: a timer's next tick is a no-op that still exits 0.
 	if code, _, stderr := run(t, dir, "accept", "--if-soaked", "-q"); code != 0 {
 		t.Errorf("accept --if-soaked when accepted: exit %d: %s", code, stderr)
+	}
+}
+
+// A plain accept (no transaction) of a slot switched to and then destroyed
+// with --force refuses (exit 4) while slot a, the previous slot, still
+// holds the previous deployment: accepting would end its protection, and
+// the retire command accept prints would leave nothing. With no destroy in
+// the history (a switch record written without slot records) it accepts
+// as before.
+func TestAcceptRefusesDestroyedTarget(t *testing.T) {
+	dir := soaking(t, time.Now().UTC().Add(-time.Hour), 24*time.Hour)
+	d, err := state.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := slot.Save(d, &slot.Record{APIVersion: slot.RecordAPIVersion, Kind: "Slot", Name: "a", Provider: "existing", Context: "airgap-mgmt-a", State: slot.StateReady}); err != nil {
+		t.Fatal(err)
+	}
+	if err := journal.New(d).Record(journal.Event{Type: "slot", Slot: "b", Detail: "destroy", Status: journal.StatusDone}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, dir, "accept")
+	if code != kcli.ExitConflict || stdout != "" ||
+		!strings.Contains(stderr, "slot b, the slot switched to, is gone (the history says it was destroyed)") ||
+		!strings.Contains(stderr, "Go back to it: kubectl bundle-switch to a") || strings.Contains(stderr, "destroy a") {
+		t.Errorf("accept of a destroyed target: exit %d, stdout %q, stderr %q; want exit 4 naming the way back to a", code, stdout, stderr)
+	}
+	if sw, err := switchover.LoadRecord(d); err != nil || sw.Phase != switchover.PhaseSwitched {
+		t.Errorf("the refused accept changed the switch record: %+v, %v", sw, err)
+	}
+
+	// No destroy in the history: today's behaviour.
+	dir = soaking(t, time.Now().UTC().Add(-time.Hour), 24*time.Hour)
+	code, stdout, _ = run(t, dir, "accept")
+	if code != 0 || !strings.Contains(stdout, "accepted slot b; retire the old slot with: kubectl bundle-slot destroy a") {
+		t.Errorf("accept with no slot records: exit %d, %q; want exit 0 as before", code, stdout)
 	}
 }

@@ -552,6 +552,14 @@ func goneSoaking(target, previous string) string {
 		target, previous, journal.ScriptPath(journal.BlueGreen))
 }
 
+// goneTarget refuses to accept slot target, switched to with no
+// transaction and then destroyed: slot previous holds the deployment
+// that was known good, and the way on is back to it.
+func goneTarget(d *state.Dir, target, previous string) string {
+	return fmt.Sprintf("slot %s, the slot switched to, is gone (the history says it was destroyed): there is nothing to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. Go back to it: %s",
+		target, previous, slot.PointerRepair(d, target, previous))
+}
+
 // soakingTxn returns t when it is a blue-green transaction that has
 // switched to target and not been accepted: its active slot is the revert
 // target whatever switch.json says.
@@ -717,6 +725,12 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
 		if t, terr := s.transaction(); terr == nil && slot.SoakGone(s.Dir, sw.Target, t) != "" {
 			return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
+		}
+		// Without a transaction, too: a target the history says was
+		// destroyed is nothing to accept, and accepting would leave the
+		// previous slot unprotected, to be retired as accept advises.
+		if _, perr := slot.Load(s.Dir, sw.Previous); sw.Previous != "" && perr == nil && slot.DestroyedPerHistory(s.Dir, sw.Target) {
+			return nil, &ConflictError{goneTarget(s.Dir, sw.Target, sw.Previous)}
 		}
 	}
 	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
