@@ -56,6 +56,22 @@ type Protection struct {
 	// Owners are the slots that an S1 (repoint) update left running
 	// workload clusters, with those clusters.
 	Owners map[string][]string
+	// Switch is the switch record (nil when there is none).
+	Switch *switchover.Record
+}
+
+// unfinished is the command that completes the switch the record says
+// did not finish ("" when it finished): the one switch status names.
+func (p *Protection) unfinished() string {
+	switch {
+	case p.Switch == nil:
+		return ""
+	case p.Switch.Phase == switchover.PhaseSwitching && p.Switch.Target != "":
+		return "kubectl bundle-switch to " + p.Switch.Target
+	case p.Switch.Phase == switchover.PhaseSwitchingBack:
+		return "kubectl bundle-switch back"
+	}
+	return ""
 }
 
 // Protected reads which slots are protected from the active pointer, the
@@ -142,7 +158,11 @@ func (s *Session) Protection() (*Protection, error) {
 			return nil, lerr
 		}
 	}
-	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: slot.WorkloadOwners(s.Dir)}, nil
+	sw, err := switchover.LoadRecord(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: slot.WorkloadOwners(s.Dir), Switch: sw}, nil
 }
 
 // Check reads the state every mutating command relies on (the active
@@ -178,6 +198,9 @@ func (p *Protection) Why(name string) string {
 	case p.Active:
 		return "it is the active slot"
 	case p.Soaking:
+		if p.unfinished() != "" {
+			return "it is an end of a switch that did not finish (kubectl bundle-switch status says INTERRUPTED), kept until it does"
+		}
 		return "it is the previous slot, kept as the revert target while the switch soaks"
 	}
 	if w := p.Owners[name]; len(w) > 0 {
@@ -245,6 +268,11 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 			t.ID, script, p.Soaking, p.Active, script, p.Active)
 	}
 	switch {
+	case name == p.Soaking && p.unfinished() != "":
+		// Nothing soaks yet (accept and back refuse): the switch is
+		// completed first, as switch status says (an adopt or a switch
+		// killed half way).
+		return "complete the switch first: " + p.unfinished() + " (then the soak it starts is accepted or reverted)"
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
 	case len(p.Owners[name]) > 0:

@@ -889,6 +889,7 @@ func (s *Switcher) Register(target string) error {
 	if err := s.save(sw); err != nil {
 		return err
 	}
+	state.CrashPoint("register:before-active")
 	if err := state.WriteFile(s.Dir.Join(slot.ActiveFile), []byte(target+"\n")); err != nil {
 		return err
 	}
