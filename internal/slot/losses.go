@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,17 +43,29 @@ type Losses struct {
 	// from the archives, digest unchanged: not lost (the archives have
 	// them), so not in Repositories.
 	Seeded []string `json:"seeded,omitempty"`
-	// ClaimsUnknown and RegistryUnknown say why a list could not be read.
-	ClaimsUnknown   string `json:"claimsUnknown,omitempty"`
-	RegistryUnknown string `json:"registryUnknown,omitempty"`
+	// Workloads are the workload clusters discarding the slot deletes:
+	// those an S1 update kept it running as their owner (its record's
+	// ownsWorkloads) and those of its own that run on the Docker daemon
+	// (config.yaml's workloadClusters, as the slot names them).
+	Workloads []string `json:"workloadClusters,omitempty"`
+	// ClaimsUnknown and RegistryUnknown say why a list could not be read;
+	// WorkloadsUnknown why the running workload clusters could not be.
+	ClaimsUnknown    string `json:"claimsUnknown,omitempty"`
+	RegistryUnknown  string `json:"registryUnknown,omitempty"`
+	WorkloadsUnknown string `json:"workloadClustersUnknown,omitempty"`
 }
 
 // Empty: nothing known would be lost.
-func (l *Losses) Empty() bool { return len(l.Claims) == 0 && len(l.Repositories) == 0 }
+func (l *Losses) Empty() bool {
+	return len(l.Claims) == 0 && len(l.Repositories) == 0 && len(l.Workloads) == 0
+}
 
 // Summary is the list in one line, as the journal records it.
 func (l *Losses) Summary() string {
 	var parts []string
+	for _, w := range l.Workloads {
+		parts = append(parts, "workload cluster "+w)
+	}
 	for _, c := range l.Claims {
 		parts = append(parts, fmt.Sprintf("pvc %s/%s %s", c.Namespace, c.Name, c.Size))
 	}
@@ -68,6 +81,9 @@ func (l *Losses) Summary() string {
 	}
 	if l.RegistryUnknown != "" {
 		s += "; registry unknown: " + l.RegistryUnknown
+	}
+	if l.WorkloadsUnknown != "" {
+		s += "; workload clusters unknown: " + l.WorkloadsUnknown
 	}
 	return s
 }
@@ -86,6 +102,16 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		// here it only means the lists are unknown.
 		l.ClaimsUnknown, l.RegistryUnknown = err.Error(), err.Error()
 		return l, m.recordLosses(l)
+	}
+	l.Workloads = append(l.Workloads, rec.OwnsWorkloads...)
+	if running, err := m.RunningWorkloads(ctx, slotName); err != nil {
+		l.WorkloadsUnknown = err.Error()
+	} else {
+		for _, w := range running {
+			if !slices.Contains(l.Workloads, w) {
+				l.Workloads = append(l.Workloads, w)
+			}
+		}
 	}
 	if claims, err := m.claims(ctx, rec); err != nil {
 		l.ClaimsUnknown = err.Error()

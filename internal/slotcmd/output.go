@@ -254,6 +254,9 @@ func losses(ctx context.Context, cmd *cli.Command, s *session) error {
 
 func printLosses(w io.Writer, l *slot.Losses) {
 	fmt.Fprintf(w, "discarding slot %s loses:\n", l.Slot)
+	for _, wl := range l.Workloads {
+		fmt.Fprintf(w, "  workload cluster %s (its containers are deleted with the slot)\n", wl)
+	}
 	for _, c := range l.Claims {
 		fmt.Fprintf(w, "  PersistentVolumeClaim %s/%s\t%s\n", c.Namespace, c.Name, c.Size)
 	}
@@ -268,6 +271,9 @@ func printLosses(w io.Writer, l *slot.Losses) {
 	}
 	if l.RegistryUnknown != "" {
 		fmt.Fprintf(w, "  (registry content not listed: %s)\n", l.RegistryUnknown)
+	}
+	if l.WorkloadsUnknown != "" {
+		fmt.Fprintf(w, "  (workload clusters not listed: %s)\n", l.WorkloadsUnknown)
 	}
 	if len(l.Seeded) > 0 {
 		fmt.Fprintf(w, "  (not lost: %s, seeded from the archives and unchanged)\n", strings.Join(l.Seeded, ", "))

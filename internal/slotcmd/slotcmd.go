@@ -111,7 +111,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{forceFlag("destroy")},
 				Action: slotArg(destroy, true)},
-			{Name: "losses", Usage: "list what discarding SLOT loses (its PersistentVolumeClaims with sizes, its registry's repositories and tags; best effort) and record it in the journal; when there is any, ask on a terminal, and without one refuse (exit 2) unless --yes", ArgsUsage: "SLOT",
+			{Name: "losses", Usage: "list what discarding SLOT loses (its workload clusters, its PersistentVolumeClaims with sizes, its registry's repositories and tags; best effort) and record it in the journal; when there is any, ask on a terminal, and without one refuse (exit 2) unless --yes", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "yes", Usage: "discard what is listed without asking"}},
 				Action: slotArg(losses, true)},
 			{Name: "repair", Usage: "rebuild the damaged record of a protected SLOT (the active one, or the revert target of a soak) from the settings and the history, without touching its cluster", ArgsUsage: "SLOT",
