@@ -53,6 +53,11 @@ func ScriptPath(s Strategy) string {
 	}
 	if wd, err := os.Getwd(); err == nil {
 		dirs = append(dirs, filepath.Join(wd, "scripts"))
+		if root := checkoutAround(wd); root != "" {
+			// The source checkout the working directory is in (a test runs
+			// in its package's directory; -trimpath leaves no source path).
+			dirs = append(dirs, filepath.Join(root, "scripts"))
+		}
 	}
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
@@ -64,6 +69,23 @@ func ScriptPath(s Strategy) string {
 		return filepath.Join(exeDirs[0], ScriptsDir, name)
 	}
 	return filepath.Join(string(filepath.Separator), "usr", "local", "bin", ScriptsDir, name)
+}
+
+// checkoutAround returns the nearest directory from dir up whose go.mod is
+// kubectl-bundle's own, or "".
+func checkoutAround(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == "github.com/kubectl-bundle/kubectl-bundle" {
+					return d
+				}
+			}
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
 }
 
 // NextStep is what an operator should do next, as a command to paste.
