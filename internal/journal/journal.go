@@ -61,11 +61,7 @@ func (j *Journal) histPath() string { return j.dir.Join(Dir, HistoryFile) }
 // transaction whose end reached the history but whose file a crash left
 // behind counts as ended.
 func (j *Journal) Load() (*Transaction, error) {
-	t, err := j.loadFile()
-	if err != nil {
-		return nil, err
-	}
-	h, err := ReadHistory(j.histPath())
+	t, h, err := j.loadWithHistory()
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +75,20 @@ func (j *Journal) Load() (*Transaction, error) {
 		return nil, nil
 	}
 	return t, nil
+}
+
+// loadWithHistory reads transaction.json (nil when there is none) and the
+// history, as they are.
+func (j *Journal) loadWithHistory() (*Transaction, *History, error) {
+	t, err := j.loadFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := ReadHistory(j.histPath())
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, h, nil
 }
 
 func (j *Journal) loadFile() (*Transaction, error) {

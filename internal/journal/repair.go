@@ -141,11 +141,7 @@ func (j *Journal) CutHistory() (*HistoryLossError, error) {
 	dir := j.dir.Join(Dir)
 	for range 5 {
 		before := readMark(dir)
-		t, err := j.loadFile()
-		if err != nil {
-			return nil, err
-		}
-		h, err := ReadHistory(j.histPath())
+		t, h, err := j.loadWithHistory()
 		if err != nil {
 			return nil, err
 		}
