@@ -124,7 +124,22 @@ func TestAcceptRefusesDestroyedTarget(t *testing.T) {
 		t.Errorf("the refused accept changed the switch record: %+v, %v", sw, err)
 	}
 
-	// No destroy in the history: today's behaviour.
+	// The destroy lost from the history (cut, then repaired): the target
+	// has no record while the previous slot has one, still refused.
+	dir = soaking(t, time.Now().UTC().Add(-time.Hour), 24*time.Hour)
+	if d, err = state.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := slot.Save(d, &slot.Record{APIVersion: slot.RecordAPIVersion, Kind: "Slot", Name: "a", Provider: "existing", Context: "airgap-mgmt-a", State: slot.StateReady}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = run(t, dir, "accept")
+	if code != kcli.ExitConflict || stdout != "" || !strings.Contains(stderr, "slot b, the slot switched to, has no record") ||
+		!strings.Contains(stderr, "kubectl bundle-slot repair b") || !strings.Contains(stderr, "kubectl bundle-switch to a") {
+		t.Errorf("accept of a target with no record, no destroy in the history: exit %d, stdout %q, stderr %q; want exit 4", code, stdout, stderr)
+	}
+
+	// No slot records at all (and no destroy in the history): today's behaviour.
 	dir = soaking(t, time.Now().UTC().Add(-time.Hour), 24*time.Hour)
 	code, stdout, _ = run(t, dir, "accept")
 	if code != 0 || !strings.Contains(stdout, "accepted slot b; retire the old slot with: kubectl bundle-slot destroy a") {

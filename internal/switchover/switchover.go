@@ -556,6 +556,10 @@ func goneSoaking(target, previous string) string {
 // transaction and then destroyed: slot previous holds the deployment
 // that was known good, and the way on is back to it.
 func goneTarget(d *state.Dir, target, previous string) string {
+	if !slot.DestroyedPerHistory(d, target) {
+		return fmt.Sprintf("slot %s, the slot switched to, has no record (destroyed, or its record lost): there is nothing known to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. If slot %s still runs, rebuild its record: kubectl bundle-slot repair %s; else go back to slot %s: %s",
+			target, previous, target, target, previous, slot.PointerRepair(d, target, previous))
+	}
 	return fmt.Sprintf("slot %s, the slot switched to, is gone (the history says it was destroyed): there is nothing to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. Go back to it: %s",
 		target, previous, slot.PointerRepair(d, target, previous))
 }
@@ -729,7 +733,10 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		// Without a transaction, too: a target the history says was
 		// destroyed is nothing to accept, and accepting would leave the
 		// previous slot unprotected, to be retired as accept advises.
-		if _, perr := slot.Load(s.Dir, sw.Previous); sw.Previous != "" && perr == nil && slot.DestroyedPerHistory(s.Dir, sw.Target) {
+		// The history may have lost the destroy (cut from outside, then
+		// repaired): a target with no record while the previous slot has
+		// one is never accepted either.
+		if _, perr := slot.Load(s.Dir, sw.Previous); sw.Previous != "" && perr == nil {
 			return nil, &ConflictError{goneTarget(s.Dir, sw.Target, sw.Previous)}
 		}
 	}
