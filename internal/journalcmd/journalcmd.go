@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -332,7 +333,17 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err := writeText(streams.Out, t, nextOf(s.dir, t)); err != nil {
 		return err
 	}
-	if h, err := s.dir.RunHolder(); err == nil && h != nil && h.PID != 0 {
+	if e, err := s.dir.RunConflict(); err == nil && e != nil && len(e.Orphans) > 0 {
+		// The script is gone; what it started holds the run.
+		var pids, names []string
+		for _, o := range e.Orphans {
+			pids = append(pids, strconv.Itoa(o.PID))
+			names = append(names, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
+		}
+		fmt.Fprintf(streams.Out, "running:    the run of pid %d is gone, but %s still holds it: wait for it to finish, or stop it (kill %s) and re-run the script\n",
+			e.Holder.PID, strings.Join(names, ", "), strings.Join(pids, " "))
+	} else if err == nil && e != nil && e.Holder.PID != 0 {
+		h := e.Holder
 		// The next command is the live run's to make, not the reader's.
 		fmt.Fprintf(streams.Out, "running:    pid %d (%s) holds this run since %s: wait for it to finish\n",
 			h.PID, h.Command, h.Since.Format(time.RFC3339))

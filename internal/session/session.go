@@ -110,9 +110,9 @@ func (s *Session) Close() {
 // runConflict refuses a mutating command while a live strategy run that
 // this process is not part of holds the state dir.
 func runConflict(d *state.Dir) error {
-	h, err := d.RunHolder()
-	if err != nil || h == nil {
+	e, err := d.RunConflict()
+	if err != nil || e == nil {
 		return err
 	}
-	return &state.RunLockedError{Holder: *h}
+	return e
 }

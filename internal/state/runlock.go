@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,10 +32,29 @@ const EnvRunFD = "KUBECTL_BUNDLE_RUN_FD"
 // mutating command refuses while it lives, whatever --force says.
 type RunLockedError struct {
 	Holder Holder
+	// Orphans are the processes that still hold the lock when the script
+	// that took it (Holder) is gone: the plugin calls it ran, which
+	// inherited its descriptor.
+	Orphans []Orphan
+}
+
+// Orphan is a process that holds the run lock after its script died.
+type Orphan struct {
+	PID     int
+	Command string
 }
 
 func (e *RunLockedError) Error() string {
 	h := e.Holder
+	if len(e.Orphans) > 0 {
+		var pids, names []string
+		for _, o := range e.Orphans {
+			pids = append(pids, strconv.Itoa(o.PID))
+			names = append(names, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
+		}
+		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (kill %s) and re-run the script, which takes the run over: %s",
+			h.PID, h.Command, strings.Join(names, ", "), strings.Join(pids, " "), h.Command)
+	}
 	if h.PID == 0 {
 		return fmt.Sprintf("a strategy script holds the state dir (%s) for its run: wait for it to finish (--force does not override a live run)", RunLockFile)
 	}
@@ -86,6 +107,17 @@ func (d *Dir) HoldRun(fd int, h Holder) error {
 // EnvRunFD descriptor is open on RunLockFile and holds the lock: the
 // script's own plugin calls, and their children, inherit it.
 func (d *Dir) RunHolder() (*Holder, error) {
+	e, err := d.RunConflict()
+	if e == nil {
+		return nil, err
+	}
+	return &e.Holder, nil
+}
+
+// RunConflict is RunHolder as the refusal a mutating command gives: nil
+// when no run holds the lock or this process is part of it; with the
+// processes that still hold it when the script that took it is gone.
+func (d *Dir) RunConflict() (*RunLockedError, error) {
 	p := d.Join(RunLockFile)
 	if own, err := inheritedRun(p); err != nil || own {
 		return nil, err
@@ -105,9 +137,9 @@ func (d *Dir) RunHolder() (*Holder, error) {
 	}
 	var le *RunLockedError
 	if errors.As(d.runLocked(p), &le) {
-		return &le.Holder, nil
+		return le, nil
 	}
-	return &Holder{}, nil
+	return &RunLockedError{}, nil
 }
 
 func (d *Dir) runLocked(p string) error {
@@ -115,7 +147,37 @@ func (d *Dir) runLocked(p string) error {
 	if h == nil {
 		return &RunLockedError{}
 	}
-	return &RunLockedError{Holder: *h}
+	e := &RunLockedError{Holder: *h}
+	if h.PID > 0 && syscall.Kill(h.PID, 0) == syscall.ESRCH {
+		e.Orphans = lockOpeners(p)
+	}
+	return e
+}
+
+// lockOpeners returns the other processes with a descriptor open on p,
+// found through /proc (Linux; nil elsewhere).
+func lockOpeners(p string) []Orphan {
+	want, err := os.Stat(p)
+	if err != nil {
+		return nil
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []Orphan
+	for _, dir := range procs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+		for _, fd := range fds {
+			if fi, err := os.Stat(filepath.Join(dir, "fd", fd.Name())); err == nil && os.SameFile(fi, want) {
+				cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+				out = append(out, Orphan{PID: pid, Command: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // inheritedRun reports whether this process inherited, through EnvRunFD, a
