@@ -36,6 +36,9 @@ type RunLockedError struct {
 	// that took it (Holder) is gone: the plugin calls it ran, which
 	// inherited its descriptor.
 	Orphans []Orphan
+	// Removed: RunLockFile was removed from outside while Orphans, a live
+	// run, still hold the lock on the file they opened.
+	Removed bool
 }
 
 // Orphan is a process that holds the run lock after its script died.
@@ -51,6 +54,10 @@ func (e *RunLockedError) Error() string {
 		for _, o := range e.Orphans {
 			pids = append(pids, strconv.Itoa(o.PID))
 			names = append(names, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
+		}
+		if e.Removed {
+			return fmt.Sprintf("the state dir's run lock (%s) was removed from outside, but a live run still holds it: %s; every other mutating command refuses while it lives (--force does not override it): wait for it to finish, or stop it (kill %s) and re-run the script",
+				RunLockFile, strings.Join(names, ", "), strings.Join(pids, " "))
 		}
 		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (kill %s) and re-run the script, which takes the run over: %s",
 			h.PID, h.Command, strings.Join(names, ", "), strings.Join(pids, " "), h.Command)
@@ -93,6 +100,11 @@ func (d *Dir) HoldRun(fd int, h Holder) error {
 		}
 		return fmt.Errorf("locking %s: %w", p, err)
 	}
+	if o := removedLockOpeners(p); len(o) > 0 {
+		// A run that holds the lock file removed from outside still lives.
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+		return &RunLockedError{Orphans: o, Removed: true}
+	}
 	b, _ := json.Marshal(h)
 	rec := append(b, '\n')
 	// Advisory, as the state lock's: the flock is the lock.
@@ -124,6 +136,11 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if os.IsNotExist(err) {
+		// Removed from outside under a live run: the run still holds the
+		// lock on the file it opened.
+		if o := removedLockOpeners(p); len(o) > 0 {
+			return &RunLockedError{Orphans: o, Removed: true}, nil
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -154,6 +171,15 @@ func (d *Dir) runLocked(p string) error {
 	return e
 }
 
+// removedLockOpeners returns the other processes with a descriptor open on
+// p after p was removed (the kernel names it "p (deleted)").
+func removedLockOpeners(p string) []Orphan {
+	return openersWhere(func(fdPath string) bool {
+		link, err := os.Readlink(fdPath)
+		return err == nil && link == p+" (deleted)"
+	})
+}
+
 // lockOpeners returns the other processes with a descriptor open on p,
 // found through /proc (Linux; nil elsewhere).
 func lockOpeners(p string) []Orphan {
@@ -161,6 +187,15 @@ func lockOpeners(p string) []Orphan {
 	if err != nil {
 		return nil
 	}
+	return openersWhere(func(fdPath string) bool {
+		fi, err := os.Stat(fdPath)
+		return err == nil && os.SameFile(fi, want)
+	})
+}
+
+// openersWhere returns the other processes with a descriptor for which
+// match (given /proc/PID/fd/N) says yes.
+func openersWhere(match func(fdPath string) bool) []Orphan {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	var out []Orphan
 	for _, dir := range procs {
@@ -170,7 +205,7 @@ func lockOpeners(p string) []Orphan {
 		}
 		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
 		for _, fd := range fds {
-			if fi, err := os.Stat(filepath.Join(dir, "fd", fd.Name())); err == nil && os.SameFile(fi, want) {
+			if match(filepath.Join(dir, "fd", fd.Name())) {
 				cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
 				out = append(out, Orphan{PID: pid, Command: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
 				break
@@ -190,7 +225,14 @@ func inheritedRun(p string) (bool, error) {
 		return false, nil
 	}
 	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 || sameFile(fd, p) != nil {
+	if err == nil && fd >= 3 && sameFile(fd, p) != nil {
+		// The run's own descriptor on a run.lock removed from outside
+		// still makes this process part of that run.
+		if link, lerr := os.Readlink("/proc/self/fd/" + v); lerr != nil || link != p+" (deleted)" {
+			fd = -1
+		}
+	}
+	if err != nil || fd < 3 {
 		// Not a descriptor of a run on this state dir (another state dir's,
 		// or a variable left in the environment): probe as anyone would.
 		return false, nil
