@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -333,20 +332,9 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err := writeText(streams.Out, t, nextOf(s.dir, t)); err != nil {
 		return err
 	}
-	if e, err := s.dir.RunConflict(); err == nil && e != nil && len(e.Orphans) > 0 {
-		// The script is gone; what it started holds the run.
-		var pids, names []string
-		for _, o := range e.Orphans {
-			pids = append(pids, strconv.Itoa(o.PID))
-			names = append(names, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
-		}
-		fmt.Fprintf(streams.Out, "running:    the run of pid %d is gone, but %s still holds it: wait for it to finish, or stop it (kill %s) and re-run the script\n",
-			e.Holder.PID, strings.Join(names, ", "), strings.Join(pids, " "))
-	} else if err == nil && e != nil && e.Holder.PID != 0 {
-		h := e.Holder
+	if e, err := s.dir.RunConflict(); err == nil && e != nil && e.Running() != "" {
 		// The next command is the live run's to make, not the reader's.
-		fmt.Fprintf(streams.Out, "running:    pid %d (%s) holds this run since %s: wait for it to finish\n",
-			h.PID, h.Command, h.Since.Format(time.RFC3339))
+		fmt.Fprintf(streams.Out, "running:    %s\n", e.Running())
 	}
 	return damage
 }

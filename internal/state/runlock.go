@@ -47,20 +47,42 @@ type Orphan struct {
 	Command string
 }
 
+// holders names the processes that hold the lock (Orphans) and the kill
+// that stops them.
+func (e *RunLockedError) holders() (names, kill string) {
+	var pids, ns []string
+	for _, o := range e.Orphans {
+		pids = append(pids, strconv.Itoa(o.PID))
+		ns = append(ns, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
+	}
+	return strings.Join(ns, ", "), "kill " + strings.Join(pids, " ")
+}
+
+// Running is what journal status says of the run: who holds it and what
+// to do; "" when nobody is named.
+func (e *RunLockedError) Running() string {
+	h := e.Holder
+	switch names, kill := e.holders(); {
+	case len(e.Orphans) > 0 && e.Removed:
+		return fmt.Sprintf("%s holds this run (its lock file %s was removed from outside): wait for it to finish, or stop it (%s) and re-run the script", names, RunLockFile, kill)
+	case len(e.Orphans) > 0:
+		return fmt.Sprintf("the run of pid %d is gone, but %s still holds it: wait for it to finish, or stop it (%s) and re-run the script", h.PID, names, kill)
+	case h.PID != 0:
+		return fmt.Sprintf("pid %d (%s) holds this run since %s: wait for it to finish", h.PID, h.Command, h.Since.Format(time.RFC3339))
+	}
+	return ""
+}
+
 func (e *RunLockedError) Error() string {
 	h := e.Holder
 	if len(e.Orphans) > 0 {
-		var pids, names []string
-		for _, o := range e.Orphans {
-			pids = append(pids, strconv.Itoa(o.PID))
-			names = append(names, fmt.Sprintf("pid %d (%s)", o.PID, o.Command))
-		}
+		names, kill := e.holders()
 		if e.Removed {
-			return fmt.Sprintf("the state dir's run lock (%s) was removed from outside, but a live run still holds it: %s; every other mutating command refuses while it lives (--force does not override it): wait for it to finish, or stop it (kill %s) and re-run the script",
-				RunLockFile, strings.Join(names, ", "), strings.Join(pids, " "))
+			return fmt.Sprintf("the state dir's run lock (%s) was removed from outside, but a live run still holds it: %s; every other mutating command refuses while it lives (--force does not override it): wait for it to finish, or stop it (%s) and re-run the script",
+				RunLockFile, names, kill)
 		}
-		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (kill %s) and re-run the script, which takes the run over: %s",
-			h.PID, h.Command, strings.Join(names, ", "), strings.Join(pids, " "), h.Command)
+		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (%s) and re-run the script, which takes the run over: %s",
+			h.PID, h.Command, names, kill, h.Command)
 	}
 	if h.PID == 0 {
 		return fmt.Sprintf("a strategy script holds the state dir (%s) for its run: wait for it to finish (--force does not override a live run)", RunLockFile)
