@@ -170,6 +170,11 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 	}
 	defer f.Close() // releases this probe
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		// A fresh run.lock (recreated after it was removed from outside)
+		// does not end the run that holds the removed one.
+		if o := removedLockOpeners(p); len(o) > 0 {
+			return &RunLockedError{Orphans: o, Removed: true}, nil
+		}
 		return nil, nil
 	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
 		return nil, fmt.Errorf("probing %s: %w", p, err)
