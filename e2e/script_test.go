@@ -41,15 +41,16 @@ import (
 
 func TestMain(m *testing.M) {
 	setParallel()
-	// The suite starts some ten thousand short plugin and fake processes,
-	// each a copy of this binary: with the default GOGC their package
-	// initialisation runs the collector four times. At 400 a process uses
-	// about a fifth less CPU (measured: 70 ms against 55 ms per call).
+	// The suite starts some ten thousand short plugin processes (built by
+	// withFakeProgs): with the default GOGC their package initialisation
+	// runs the collector several times. At 400 a process uses about a
+	// fifth less CPU (measured on copies of this binary: 70 ms against 55
+	// ms per call).
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		os.Setenv("GOGC", "400")
 	}
-	// The Go tests' plugins are copies of this binary too (see the
-	// scripts' Setup): they name the checkout's scripts.
+	// The plugins, the scripts' and the Go tests' alike, name the
+	// checkout's scripts.
 	if _, ok := os.LookupEnv(journal.EnvScriptsDir); !ok {
 		os.Setenv(journal.EnvScriptsDir, repo("scripts"))
 	}
@@ -69,7 +70,7 @@ func TestMain(m *testing.M) {
 		os.Exit(slotcmd.MainWith(context.Background(), cli.OSStreams(), os.Args,
 			slotcmd.Deps{Kind: fakes.Kind{}, Probe: fakes.Probe, Sleep: func(time.Duration) {}}))
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(withFakeProgs{m}, map[string]func(){
 		"kubectl-bundle-verify":  verify,
 		"kubectl-bundle_verify":  verify,
 		"kubectl-bundle-journal": journalMain,
@@ -81,9 +82,95 @@ func TestMain(m *testing.M) {
 		"kubectl-bundle_switch":  switchMain,
 		"kubectl-bundle-slot":    slotMain,
 		"kubectl-bundle_slot":    slotMain,
-		"docker":                 fakes.Docker,
-		"zarf":                   fakes.Zarf,
 	})
+}
+
+// withFakeProgs runs the tests with the plugins and the fake docker and
+// zarf on PATH as programs of their own, built once here (buildProgs).
+// testscript.Main calls Run only in the test process, after it has put its
+// copies of this binary on PATH; these come first. A plugin call then costs
+// what a plugin binary costs to start, not what this binary does: this one
+// links every plugin and the test harness, Cluster API's packages among
+// them, whose package initialisation doubles a process's start-up, and the
+// suite starts some twelve thousand plugin processes.
+type withFakeProgs struct{ m *testing.M }
+
+func (w withFakeProgs) Run() int {
+	dir := os.Getenv(envProgs)
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "kb-e2e-progs-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docker")); err != nil {
+		if err := buildProgs(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "building the plugins and the fake docker and zarf:", err)
+			return 1
+		}
+	}
+	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return w.m.Run()
+}
+
+// suitePlugins are the plugins as the suite runs them: the shipped mains,
+// but the slot plugin with the fake kind in-process (fakeslot).
+var suitePlugins = map[string]string{
+	"kubectl-bundle-verify":  "./cmd/kubectl-bundle-verify",
+	"kubectl-bundle-journal": "./cmd/kubectl-bundle-journal",
+	"kubectl-bundle-gate":    "./cmd/kubectl-bundle-gate",
+	"kubectl-bundle-switch":  "./cmd/kubectl-bundle-switch",
+	"kubectl-bundle-slot":    "./internal/fakes/fakeslot",
+}
+
+// envProgs names a directory that keeps the built programs between runs
+// (built there when it has none): the benchmark's runs then measure the
+// scripts, not the links.
+const envProgs = "KB_E2E_PROGS"
+
+// envPlugins=testbinary runs the plugins as copies of the test binary, as
+// the suite did before buildProgs (hack/bench/e2e-plugins.sh's baseline).
+const envPlugins = "KB_E2E_PLUGINS"
+
+// buildProgs builds the plugins (and their kubectl-bundle_NAME links, as
+// make install makes them) and fakeprog as docker, with zarf a link to it,
+// into dir. The flags are make test's (CGO_ENABLED=0, -trimpath), so the
+// packages come from the build cache; the links run in parallel.
+func buildProgs(dir string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	plugins := suitePlugins
+	if os.Getenv(envPlugins) == "testbinary" {
+		plugins = nil // the baseline of hack/bench/e2e-plugins.sh
+	}
+	args := []string{"build", "-trimpath", "-o", dir + string(os.PathSeparator), "./internal/fakes/fakeprog"}
+	for _, pkg := range plugins {
+		args = append(args, pkg)
+	}
+	cmd := exec.Command(goBin, args...)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	if err := os.Rename(filepath.Join(dir, "fakeprog"), filepath.Join(dir, "docker")); err != nil {
+		return err
+	}
+	for name, pkg := range plugins {
+		if built := filepath.Base(pkg); built != name {
+			if err := os.Rename(filepath.Join(dir, built), filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
+		if err := os.Symlink(name, filepath.Join(dir, strings.Replace(name, "kubectl-bundle-", "kubectl-bundle_", 1))); err != nil {
+			return err
+		}
+	}
+	return os.Symlink("docker", filepath.Join(dir, "zarf"))
 }
 
 // setParallel raises the number of tests and scripts that run at once to

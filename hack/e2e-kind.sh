@@ -33,19 +33,21 @@ bin="$root/bin"
 PATH="$bin:$bin/testbin:$PATH"
 suite=${1:-all}
 case $suite in core | all | adopt) ;; *)
-  echo "usage: hack/e2e-kind.sh [core|all|adopt]" >&2
+  echo "usage: hack/e2e-kind.sh [core|all|adopt] [--after FILE]" >&2
   exit 2
   ;;
 esac
+# --after FILE (make test): build the images at once, then wait until FILE
+# says "go" (the tools and plugins are built) or "stop" (they failed).
+after=
+if [ "${2:-}" = --after ]; then
+  after=${3:?--after needs a file}
+fi
 measure=${E2E_MEASURE:-$bin/e2e-kind-measurements.txt}
 : >"$measure"
 
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || {
   echo "e2e-kind: Docker is not reachable (run it through hack/docker/ensure.sh run)" >&2
-  exit 3
-}
-command -v zarf >/dev/null || {
-  echo "e2e-kind: zarf is missing (make testbin)" >&2
   exit 3
 }
 
@@ -65,6 +67,19 @@ images_env=$("$root/hack/images/build.sh")
 # shellcheck disable=SC1090
 . "$images_env"
 m images "$t"
+
+if [ -n "$after" ]; then
+  echo "e2e-kind: images ready; waiting for the tools and plugins ($after)"
+  until [ -s "$after" ]; do sleep 2; done
+  [ "$(cat "$after")" = go ] || {
+    echo "e2e-kind: the tools or plugins did not build; not run" >&2
+    exit 1
+  }
+fi
+command -v zarf >/dev/null || {
+  echo "e2e-kind: zarf is missing (make testbin)" >&2
+  exit 3
+}
 
 work=$(mktemp -d)
 port=${E2E_PORT_BASE:-5902}

@@ -40,7 +40,10 @@ rollback() {
   recorded_gate
   local active
   active=$(txn slots.active)
-  if step DESTROYING "$SLOT" destroy "$candidate" && step ROLLED_BACK true && kb "$JOURNAL" end -q; then
+  # --yes: the candidate holds only what this update built in it, which
+  # its rollback discards (destroy would otherwise ask about its workload
+  # clusters).
+  if step DESTROYING "$SLOT" destroy "$candidate" --yes && step ROLLED_BACK true && kb "$JOURNAL" end -q; then
     pass "candidate slot $candidate destroyed; the active slot was not touched"
     # The previous deployment is said to be in place only once it passed
     # its gate.
@@ -152,10 +155,11 @@ accept() {
   parse_args "$@"
   hold_run "$(quoted "$SELF" accept "${RERUN_ARGS[@]}")"
   check_open blue-green
-  local old owns
+  local old owns confirmed=""
   old=$(txn slots.active)
   if [ -n "$old" ] && ! done_phase RETIRED && [ "$(txn switchMode)" != repoint ]; then
     confirm_losses "$old" "retiring slot $old"
+    confirmed=1
   fi
   kb "$SWITCH" accept
   if [ -n "$(txn id)" ]; then
@@ -169,7 +173,13 @@ accept() {
       step RETIRED true
       pass "old slot $old kept: it owns workload clusters $owns"
     elif [ -n "$old" ]; then
-      step RETIRED "$SLOT" destroy "$old" || { fail "retiring slot $old"; finish 3; }
+      # An S1 accept that kept no workload clusters retires the slot too:
+      # what it holds is listed and confirmed first, as for any accept.
+      if [ -z "$confirmed" ] && ! done_phase RETIRED; then
+        confirm_losses "$old" "retiring slot $old"
+      fi
+      # Confirmed above (or the step is done): destroy does not ask again.
+      step RETIRED "$SLOT" destroy "$old" --yes || { fail "retiring slot $old"; finish 3; }
       pass "old slot $old retired"
     else
       step RETIRED true
@@ -258,7 +268,8 @@ revert() {
   else
     pass "slot $previous passed its gate"
   fi
-  step DESTROYING "$SLOT" destroy "$candidate" || { fail "destroying slot $candidate"; finish 3; }
+  # Confirmed by confirm_losses above (or the step is done).
+  step DESTROYING "$SLOT" destroy "$candidate" --yes || { fail "destroying slot $candidate"; finish 3; }
   step ROLLED_BACK true
   kb "$JOURNAL" end -q
   pass "candidate slot $candidate destroyed"

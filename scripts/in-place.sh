@@ -25,7 +25,9 @@ restore() {
     fail "no previous package is recorded for slot $active: nothing to restore"
     finish 3
   fi
-  echo "BEST EFFORT: redeploying the previous package ${fallback:0:12} into slot $active (in-place cannot guarantee it comes back as it was)"
+  if ! done_phase RESTORING; then
+    echo "BEST EFFORT: redeploying the previous package ${fallback:0:12} into slot $active (in-place cannot guarantee it comes back as it was)"
+  fi
   recover RESTORING "$active" "previous package redeployed into slot $active (best effort)" \
     "$SLOT" deploy "$active" "$fallback" "${DEPLOY_ARGS[@]}"
 }

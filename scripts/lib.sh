@@ -43,8 +43,9 @@ VERIFY_ARGS=()
 YES_ARGS=()
 DEPLOY_ARGS=()
 GATE_ARGS=()
-# BEGIN_ARGS record this run's gate in the transaction, so that the next
-# command journal status prints gates the same way.
+# BEGIN_ARGS record this run's gate and verification material in the
+# transaction, so that the next command journal status prints gates and
+# verifies the same way.
 BEGIN_ARGS=()
 # GATE_FILE and GATE_TIMEOUT are --gate (absolute) and --gate-timeout, ""
 # when not given.
@@ -155,13 +156,21 @@ parse_args() {
         VERIFY_ARGS+=(--key "$(abs "$2")")
         DEPLOY_ARGS+=(--key "$(abs "$2")")
         RERUN_ARGS+=(--key "$(abs "$2")")
+        BEGIN_ARGS+=(--key "$(abs "$2")")
         shift 2 ;;
       --trusted-root)
         VERIFY_ARGS+=("$1" "$(abs "$2")")
         RERUN_ARGS+=("$1" "$(abs "$2")")
+        BEGIN_ARGS+=("$1" "$(abs "$2")")
         shift 2 ;;
-      --certificate-identity | --certificate-identity-regexp | --certificate-oidc-issuer | \
-        --certificate-oidc-issuer-regexp)
+      --certificate-identity | --certificate-oidc-issuer)
+        VERIFY_ARGS+=("$1" "$2")
+        RERUN_ARGS+=("$1" "$2")
+        BEGIN_ARGS+=("$1" "$2")
+        shift 2 ;;
+      --certificate-identity-regexp | --certificate-oidc-issuer-regexp)
+        # (journal begin records no pattern: the staged record's signer
+        # names it in the next command once the package is verified.)
         VERIFY_ARGS+=("$1" "$2")
         RERUN_ARGS+=("$1" "$2")
         shift 2 ;;
@@ -185,8 +194,16 @@ parse_args() {
     esac
   done
   if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "${ZARF_VERIFY_KEY:-}" ]; then
-    VERIFY_ARGS+=(--key "$ZARF_VERIFY_KEY")
-    DEPLOY_ARGS+=(--key "$ZARF_VERIFY_KEY")
+    local key
+    key=$(abs "$ZARF_VERIFY_KEY")
+    VERIFY_ARGS+=(--key "$key")
+    DEPLOY_ARGS+=(--key "$key")
+    BEGIN_ARGS+=(--key "$key")
+    # In the printed command too, so that it runs without the variable:
+    # the command that verifies a PACKAGE (accept and revert take none and
+    # verify nothing, so theirs names no key).
+    # First, as journal status prints it (the material, then the gate).
+    if [ -n "$PACKAGE" ]; then RERUN_ARGS=(--key "$key" "${RERUN_ARGS[@]}"); fi
   fi
   local identity
   identity=$(airgap_identity) || exit
@@ -194,6 +211,7 @@ parse_args() {
     # In the printed command too, so that it runs without the variables.
     VERIFY_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
     RERUN_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
+    BEGIN_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
   fi
   if [ -n "$LOG" ]; then
     # Everything also goes to the log, so an unattended run can be read later.
@@ -320,8 +338,13 @@ close_if_untouched() {
 # PHASE, gate SLOT again, and only when that gate passes close the
 # transaction as RESTORED and exit 1 (the previous deployment is in place).
 # Exit 3 when the recovery step fails or the restored slot fails its gate:
-# the transaction stays open in PHASE, and re-running this script (with a
-# gate that passes) gates the slot again and closes it.
+# the transaction stays open in PHASE, and the next command is the gate
+# that shows what fails (journal status names it too). A re-run gates the
+# slot again (the recovery step is done: it is not redone) and closes the
+# transaction once the gate passes; when it fails as the last run's did,
+# with nothing changed since (the same package deployed, the same gate
+# file, the same checks failing), it says so and names the gate again
+# rather than repeating the same BROKEN.
 recover() {
   local phase=$1 slot=$2 what=$3
   shift 3
@@ -329,7 +352,8 @@ recover() {
     fail "$what: the recovery step failed"
     finish 3
   fi
-  local rc=0
+  local rc=0 before
+  before=$(gate_outcome "$slot")
   kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}" || rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
     not_gated "$slot" "$rc"
@@ -338,15 +362,45 @@ recover() {
   fi
   if [ "$rc" -eq 1 ]; then
     fail "$what, but its gate fails"
+    if [ -n "$before" ] && [ "$before" = "$(gate_outcome "$slot")" ]; then
+      echo "BROKEN: unchanged since the last run: slot $slot still holds the previous package $(txn fallback | cut -c1-12) and fails its gate as the last run found it (failing: $(gate_failing "$slot")), and nothing changed since: the same package is deployed and the gate file is the same. The restore is not redone, and running this again cannot help until what the gate reports is fixed (transaction $(txn id) stays open in $phase)" >&2
+      echo "fix what the gate reports (the workload in slot $slot, or the gate file if it is wrong); once it passes, this closes the transaction: $(rerun_command)" >&2
+      echo "see what fails, run: $(gate_command "$slot")" >&2
+      finish 3 "the restored slot $slot still fails its gate, unchanged since the last run: see BROKEN above"
+    fi
     echo "BROKEN: slot $slot holds the previous package $(txn fallback | cut -c1-12) but fails its gate: the previous deployment is NOT confirmed in place (transaction $(txn id) stays open in $phase)" >&2
-    echo "see what fails: kubectl bundle-gate --slot $slot $(quoted "${GATE_ARGS[@]}")" >&2
-    echo "once it passes, run: $(rerun_command)" >&2
+    echo "once it passes, this closes the transaction: $(rerun_command)" >&2
+    echo "see what fails, run: $(gate_command "$slot")" >&2
     finish 3 "the restored slot $slot fails its gate: see BROKEN above"
   fi
   pass "$what and its gate passes"
   step RESTORED true
   kb "$JOURNAL" end -q
   finish 1
+}
+
+# gate_outcome SLOT: the gate result recorded for SLOT as one line: what
+# makes two results "the same failure" (passed, the package deployed and
+# the one gated, the gate file and its digest, the failing checks), ""
+# when none is recorded.
+gate_outcome() {
+  local out
+  out=$("$SLOT" describe "$1" -o 'jsonpath={.gate.passed}|{.package.digest}|{.gate.package}|{.gate.file}|{.gate.digest}|{.gate.failed}' 2>/dev/null) || return 0
+  case "$out" in
+    "|"*) ;; # no gate recorded
+    *) echo "$out" ;;
+  esac
+}
+
+# gate_failing SLOT: the checks SLOT's recorded gate failed.
+gate_failing() {
+  "$SLOT" describe "$1" -o 'jsonpath={.gate.failed[*]}' 2>/dev/null | sed 's/ /, /g'
+}
+
+# gate_command SLOT: the gate of this run against SLOT, recording its
+# result, as a line to paste (journal status names the same).
+gate_command() {
+  echo "kubectl bundle-gate --slot $1 --record${GATE_ARGS[*]:+ $(quoted "${GATE_ARGS[@]}")}"
 }
 
 # recorded_gate: without --gate and --gate-timeout, the gate the open
@@ -390,7 +444,27 @@ check_gate_file() {
   local rc=0
   "$GATE" -f "$GATE_FILE" --parse-only -q || rc=$?
   [ "$rc" -eq 0 ] && return 0
-  refuse "$rc" "the gate file $GATE_FILE cannot be used (above): nothing was changed; restore or fix it, or name another: $(quoted "$SELF" "$@") --gate FILE"
+  refuse "$rc" "the gate file $GATE_FILE cannot be used (above): nothing was changed; restore or fix it, then run: $(rerun_with_gate "$GATE_FILE" "$@"); or name another gate file in its place (--gate ABS_PATH)"
+}
+
+# rerun_with_gate FILE VERB...: this script with VERB (its subcommand and
+# package) and this run's options, its gate file FILE (in place of the
+# --gate it was given, else added) and its gate timeout (the one given, or
+# the one the open transaction was begun with), as a line to paste.
+rerun_with_gate() {
+  local file=$1 a=() gate="" timeout=""
+  shift
+  set -- "$@" "${RERUN_ARGS[@]}"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --gate) a+=(--gate "$file"); gate=1; shift 2 ;;
+      --gate-timeout) a+=("$1" "$2"); timeout=1; shift 2 ;;
+      *) a+=("$1"); shift ;;
+    esac
+  done
+  [ -n "$gate" ] || a+=(--gate "$file")
+  if [ -z "$timeout" ] && [ -n "$GATE_TIMEOUT" ]; then a+=(--gate-timeout "$GATE_TIMEOUT"); fi
+  quoted "$SELF" "${a[@]}"
 }
 
 # quoted ARGS...: ARGS as one line a shell reads back as the same words.
@@ -449,7 +523,12 @@ begin_on_active() {
 resume() {
   local recover_fn=$1 recovery=$2
   case "$(txn phase)" in
-    "$recovery" | RESTORED) "$recover_fn" "resuming an interrupted $recovery" ;;
+    "$recovery" | RESTORED)
+      if done_phase "$recovery"; then
+        "$recover_fn" "resuming after $recovery (done): the restored slot $(txn slots.active) is gated again"
+      else
+        "$recover_fn" "resuming an interrupted $recovery"
+      fi ;;
     COMMITTED) kb "$JOURNAL" end -q; pass "update committed"; finish 0 ;;
   esac
   if [ "$(txn status)" = "failed" ]; then

@@ -18,8 +18,10 @@ usage() {
 
 # build SLOT DIGEST [DEPLOY ARGS...]: a fresh slot with DIGEST deployed.
 # One journal step, so it runs as its own process (the journal runs it).
+# What the destroy discards is what this update built after its confirmed
+# teardown (--yes: it does not ask again).
 build() {
-  "$SLOT" destroy "$1" --force -q && "$SLOT" create "$1" --package "$2" && "$SLOT" deploy "$@"
+  "$SLOT" destroy "$1" --force --yes -q && "$SLOT" create "$1" --package "$2" && "$SLOT" deploy "$@"
 }
 
 # rebuild builds the slot again with the fallback package.
@@ -33,7 +35,7 @@ rebuild() {
     fail "no previous package is recorded for slot $active: nothing to rebuild with"
     finish 3
   fi
-  echo "rebuilding slot $active with the previous package ${fallback:0:12}"
+  done_phase BUILDING_FALLBACK || echo "rebuilding slot $active with the previous package ${fallback:0:12}"
   recover BUILDING_FALLBACK "$active" "slot $active rebuilt with the previous package" \
     "$here/recreate.sh" --build "$active" "$fallback" "${DEPLOY_ARGS[@]}"
 }
@@ -53,7 +55,8 @@ main() {
   step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   done_phase TEARDOWN || confirm_losses "$active" "the teardown"
-  step TEARDOWN "$SLOT" destroy "$active" --force || rebuild "tearing down slot $active"
+  # Confirmed by confirm_losses above (or the step is done).
+  step TEARDOWN "$SLOT" destroy "$active" --force --yes || rebuild "tearing down slot $active"
   pass "slot $active torn down"
   step BUILDING "$here/recreate.sh" --build "$active" "$digest" "${DEPLOY_ARGS[@]}" || rebuild "building slot $active"
   pass "slot $active built with the package"

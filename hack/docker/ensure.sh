@@ -71,9 +71,9 @@ install_docker() {
   command -v dockerd >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return 0
   [ "$(id -u)" = 0 ] || die "dockerd is missing and this is not root: install Debian's docker.io (apt-get install docker.io) or start a Docker engine"
   say "installing Debian's docker.io"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >"$dir/apt.log" 2>&1; then
-    apt-get update -qq >>"$dir/apt.log" 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >>"$dir/apt.log" 2>&1 || die "apt-get install docker.io failed (see $dir/apt.log)"
+  if ! "$root/hack/tools/apt.sh" install -y -qq docker.io >"$dir/apt.log" 2>&1; then
+    "$root/hack/tools/apt.sh" update -qq >>"$dir/apt.log" 2>&1 || true
+    "$root/hack/tools/apt.sh" install -y -qq docker.io >>"$dir/apt.log" 2>&1 || die "apt-get install docker.io failed (see $dir/apt.log)"
   fi
   command -v dockerd >/dev/null 2>&1 || die "docker.io installed no dockerd"
 }

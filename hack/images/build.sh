@@ -79,29 +79,12 @@ cleanup() {
 trap cleanup EXIT
 t0=$(date +%s)
 
-# --- binaries (nice: the machine's cores are shared) ---
-bin="$cache/bin/$bin_hash"
-if [ ! -f "$bin/.done" ]; then
-  say "building Kubernetes $KUBE_VERSION, etcd, crictl, CoreDNS, registry $REGISTRY_VERSION, pause and workload into $bin (cold: about 12 minutes on 2 cores)"
-  mkdir -p "$bin"
-  kver="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  (cd "$root/hack/tools/node" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w $kver" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy sigs.k8s.io/cri-tools/cmd/crictl)
-  (cd "$root/hack/tools/node" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
-  (cd "$root/hack/tools/coredns" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/coredns" github.com/coredns/coredns)
-  (cd "$root/hack/tools/registry" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/registry" github.com/distribution/distribution/v3/cmd/registry)
-  (cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/pause" ./hack/images/pause)
-  (cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/workload" ./hack/images/workload)
-  touch "$bin/.done"
-fi
-t_bin=$(date +%s)
-
+# The root filesystem first: debootstrap waits on the network and the disk,
+# while the binaries wait for the envtest kube build's lock and the CPU.
 # --- the node's root filesystem (Debian bookworm, cached by package list) ---
 rootfs_tar="$cache/rootfs/bookworm-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar"
 if [ ! -f "$rootfs_tar" ]; then
-  command -v debootstrap >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  command -v debootstrap >/dev/null 2>&1 || "$root/hack/tools/apt.sh" install -y -qq debootstrap >/dev/null
   mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
   [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
   [ -n "$mirror" ] || die "no Debian mirror in apt's sources"
@@ -115,6 +98,37 @@ if [ ! -f "$rootfs_tar" ]; then
   rm -rf "$work/debootstrap"
 fi
 t_rootfs=$(date +%s)
+
+# --- binaries (nice: the machine's cores are shared) ---
+bin="$cache/bin/$bin_hash"
+if [ ! -f "$bin/.done" ]; then
+  say "building Kubernetes $KUBE_VERSION, etcd, crictl, CoreDNS, registry $REGISTRY_VERSION, pause and workload into $bin (cold: about 12 minutes on 2 cores)"
+  mkdir -p "$bin"
+  # First what shares nothing with the Makefile's envtest build.
+  (cd "$root/hack/tools/coredns" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/coredns" github.com/coredns/coredns)
+  (cd "$root/hack/tools/registry" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/registry" github.com/distribution/distribution/v3/cmd/registry)
+  (cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/pause" ./hack/images/pause)
+  (cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/workload" ./hack/images/workload)
+  # The Makefile's envtest build (kube-apiserver and etcd from the same
+  # module, same flags) holds this lock while it compiles: waiting for it,
+  # rather than compiling the same packages beside it, finds them in Go's
+  # build cache.
+  exec 8>"$cache/.node-build.lock"
+  flock -n 8 || {
+    say "waiting for the envtest build of kube-apiserver and etcd (same module; its packages are then compiled)"
+    flock 8
+  }
+  kver="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  (cd "$root/hack/tools/node" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w $kver" -o "$bin/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy sigs.k8s.io/cri-tools/cmd/crictl)
+  (cd "$root/hack/tools/node" && nice -n 10 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  exec 8>&-
+  touch "$bin/.done"
+fi
+t_bin=$(date +%s)
+
 fs="$work/rootfs"
 mkdir -p "$fs"
 tar -C "$fs" -xf "$rootfs_tar"
@@ -345,5 +359,5 @@ KB_WORKLOAD_IMAGE_ID=$(id_of "$workload_ref")
 # build seconds: binaries $((t_bin - t0)), root filesystem $((t_rootfs - t_bin)), images $((t_end - t_rootfs))
 EOF
 mv "$out/images.env.tmp" "$out/images.env"
-say "done in $((t_end - t0)) s (binaries $((t_bin - t0)) s, root filesystem $((t_rootfs - t_bin)) s, images $((t_end - t_rootfs)) s)"
+say "done in $((t_end - t0)) s (root filesystem $((t_rootfs - t0)) s, binaries $((t_bin - t_rootfs)) s, images $((t_end - t_bin)) s)"
 echo "$out/images.env"

@@ -22,6 +22,10 @@ shift 2
 cache=${KUBECTL_BUNDLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-bundle}/tools
 entry=$cache/$key
 mkdir -p "$cache" "$dest"
+# One build per key at a time: make test builds its tools in parallel jobs,
+# and a second caller waits here and then finds the entry complete.
+exec 9>"$cache/.$key.lock"
+flock 9
 if [ -f "$entry/.complete" ]; then
   echo "cached.sh: $key from $entry (built before for these pins)"
 else

@@ -18,10 +18,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-if ! apt-get download shellcheck >/dev/null 2>&1; then
+if ! "$root/hack/tools/apt.sh" download shellcheck >/dev/null 2>&1; then
   # A fresh machine has no package lists yet.
-  apt-get update -qq >/dev/null 2>&1 || true
-  if ! apt-get download shellcheck >/dev/null 2>&1; then
+  "$root/hack/tools/apt.sh" update -qq >/dev/null 2>&1 || true
+  if ! "$root/hack/tools/apt.sh" download shellcheck >/dev/null 2>&1; then
     echo "shellcheck.sh: could not download Debian's shellcheck package (apt-get download shellcheck)" >&2
     exit 3
   fi

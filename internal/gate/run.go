@@ -166,7 +166,7 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 	for {
 		e.staleMappers = false
 		results := e.evalChecks(runCtx, c, g.Spec.Checks)
-		if runCtx.Err() != nil && rep.Checks != nil {
+		if rep.Checks != nil && (runCtx.Err() != nil || cutByDeadline(results)) {
 			// Cut off mid-evaluation: the previous complete result stands.
 			rep.TimedOut = errors.Is(runCtx.Err(), context.DeadlineExceeded)
 			return finish()
@@ -219,4 +219,18 @@ func Run(ctx context.Context, g *Gate, c *Cluster, opts Options) (*Report, error
 			}
 		}
 	}
+}
+
+// cutByDeadline reports whether an evaluation was cut off by the run's
+// deadline before the context says so: client-go's rate limiter refuses a
+// request whose wait would pass the deadline ("would exceed context
+// deadline") while the context is still live. Such a result says nothing
+// about the cluster; the previous complete one stands.
+func cutByDeadline(results []Result) bool {
+	for _, r := range results {
+		if r.Status != Pass && strings.Contains(r.Message, "would exceed context deadline") {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,8 @@ package gatecmd
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -105,11 +107,13 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		_, err := streams.Out.Write(gate.DefaultYAML())
 		return err
 	}
-	g, err := loadGate(streams, cmd.String("filename"))
+	g, src, err := loadGateSource(streams, cmd.String("filename"))
 	if err != nil {
 		return err
 	}
 	if cmd.Bool("management-only") {
+		// Fewer checks: another gate than the file's.
+		src.Digest += "+management-only"
 		var dropped []string
 		if g, dropped = g.ManagementOnly(); len(g.Spec.Checks) == 0 {
 			return kcli.Usage("--management-only leaves no check of gate %s: each checks a workload cluster", g.Metadata.Name)
@@ -212,7 +216,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		evidence.Warn(streams.ErrOut, "keeping the gate result", keepResult(dir, txn, slotName, rep, timeout))
 	}
 	if cmd.Bool("record") {
-		if err := record(dir, slotName, rec.Package, rep); err != nil {
+		if err := record(dir, slotName, rec, src, rep); err != nil {
 			return err
 		}
 	}
@@ -316,34 +320,66 @@ func siteConfig(flag string) (*slot.Config, error) {
 }
 
 func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
+	g, _, err := loadGateSource(streams, name)
+	return g, err
+}
+
+// gateSource is which gate ran, as a recorded result names it: its file
+// (absolute; "" for the built-in gate, "-" for stdin) and the sha256 of
+// its bytes, so that two results can be told to be of the same gate.
+type gateSource struct{ File, Digest string }
+
+// maxGateFile caps a gate file read whole.
+const maxGateFile = 4 << 20
+
+// loadGateSource reads and parses the gate named by name ("" for the
+// built-in gate, "-" for stdin) and says which it is.
+func loadGateSource(streams kcli.IOStreams, name string) (*gate.Gate, gateSource, error) {
 	if name == "" {
-		return gate.Default(), nil
+		sum := sha256.Sum256(gate.DefaultYAML())
+		return gate.Default(), gateSource{Digest: "sha256:" + hex.EncodeToString(sum[:])}, nil
 	}
 	var r io.Reader = streams.In
+	src := gateSource{File: name}
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, kcli.Usage("reading the gate file: %v", err)
+			return nil, src, kcli.Usage("reading the gate file: %v", err)
 		}
 		defer f.Close()
 		r = f
+		if abs, err := filepath.Abs(name); err == nil {
+			src.File = abs
+		}
 	}
-	g, warnings, err := gate.Parse(r)
+	data, err := io.ReadAll(io.LimitReader(r, maxGateFile+1))
 	if err != nil {
-		return nil, kcli.Usage("gate file %s: %v", name, err)
+		return nil, src, kcli.Usage("reading the gate file %s: %v", name, err)
+	}
+	if len(data) > maxGateFile {
+		return nil, src, kcli.Usage("gate file %s: larger than %d bytes", name, maxGateFile)
+	}
+	sum := sha256.Sum256(data)
+	src.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	g, warnings, err := gate.Parse(bytes.NewReader(data))
+	if err != nil {
+		return nil, src, kcli.Usage("gate file %s: %v", name, err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(streams.ErrOut, "warning: %s: %s\n", name, w)
 	}
-	return g, nil
+	return g, src, nil
 }
 
 // record stores the result in the slot's record, under the state lock, so
 // that the switch can require a recent pass for the package deployed now.
-// The pass belongs to started, the package deployed when the gate started:
-// when another command deployed, rebuilt or destroyed the slot meanwhile,
-// the result says nothing about what is there now and is not recorded.
-func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Report) error {
+// The pass belongs to what the slot held when the gate started (start, its
+// record then): when another command deployed, rebuilt or destroyed the
+// slot meanwhile, or a deploy into it started or failed, the result says
+// nothing about what is there now and is not recorded. A pass clears an
+// unfinished deploy (what the slot holds passed the gate).
+func record(dir *state.Dir, name string, start *slot.Record, src gateSource, rep *gate.Report) error {
+	started := start.Package
 	ss, err := session.Open(session.Options{StateDir: dir.Path, Mutate: true})
 	if err != nil {
 		return err
@@ -360,7 +396,15 @@ func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Rep
 		return errkind.New(errkind.Conflict, "slot %s changed under the gate: %s was deployed when the gate started, %s is deployed now; the result is not recorded: run the gate again (kubectl bundle-gate --slot %s --record, with the same gate file)",
 			name, describePackage(started), describePackage(rec.Package), name)
 	}
-	res := &slot.GateResult{Gate: rep.Gate, Passed: rep.Passed, TimedOut: rep.TimedOut, Time: rep.Finished.UTC()}
+	if !start.Deploying.Equal(rec.Deploying) {
+		now := "no deploy is under way now"
+		if rec.Deploying != nil {
+			now = "now: " + rec.Deploying.Describe()
+		}
+		return errkind.New(errkind.Conflict, "slot %s changed under the gate: a deploy into it started, failed or finished while the gate ran (%s); the result is not recorded: run the gate again (kubectl bundle-gate --slot %s --record, with the same gate file)",
+			name, now, name)
+	}
+	res := &slot.GateResult{Gate: rep.Gate, Passed: rep.Passed, TimedOut: rep.TimedOut, Time: rep.Finished.UTC(), File: src.File, Digest: src.Digest}
 	for _, f := range rep.Failed() {
 		res.Failed = append(res.Failed, f.Name)
 	}
@@ -368,6 +412,9 @@ func record(dir *state.Dir, name string, started *slot.PackageRef, rep *gate.Rep
 		res.Package = rec.Package.Digest
 	}
 	rec.Gate = res
+	if rep.Passed {
+		rec.Deploying = nil
+	}
 	return slot.Save(ss.Dir, rec)
 }
 

@@ -52,7 +52,7 @@ func TestRecordRefusesASlotChangedUnderTheGate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			save(tc.now)
-			err := record(d, "a", tc.started, rep)
+			err := record(d, "a", &slot.Record{Package: tc.started}, gateSource{}, rep)
 			if kcli.ExitCode(err) != kcli.ExitConflict || err == nil ||
 				!strings.Contains(err.Error(), "slot a changed under the gate: "+tc.wantStarted) ||
 				!strings.Contains(err.Error(), tc.wantNow+" ") || !strings.Contains(err.Error(), "the result is not recorded") {
@@ -67,10 +67,74 @@ func TestRecordRefusesASlotChangedUnderTheGate(t *testing.T) {
 	// Unchanged (the record read back from disk): the pass is recorded
 	// for that package.
 	save(v1)
-	if err := record(d, "a", v1, rep); err != nil {
+	src := gateSource{File: "/site/gate.yaml", Digest: "sha256:" + strings.Repeat("9", 64)}
+	if err := record(d, "a", &slot.Record{Package: v1}, src, rep); err != nil {
 		t.Fatalf("record: %v", err)
 	}
-	if g := load().Gate; g == nil || !g.Passed || g.Package != v1.Digest {
-		t.Errorf("recorded %+v, want a pass for %s", g, v1.Digest)
+	if g := load().Gate; g == nil || !g.Passed || g.Package != v1.Digest || g.File != src.File || g.Digest != src.Digest {
+		t.Errorf("recorded %+v, want a pass for %s by gate %+v", g, v1.Digest, src)
+	}
+}
+
+// A deploy that starts, fails or finishes while the gate runs changes what
+// the slot holds: the result is refused. A pass after a deploy that did
+// not finish vouches for what the slot holds now and clears it; a failure
+// leaves the slot not gated.
+func TestRecordAndUnfinishedDeploys(t *testing.T) {
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	v1 := &slot.PackageRef{Digest: strings.Repeat("1", 64), Deployed: at}
+	started := &slot.DeployAttempt{Digest: strings.Repeat("2", 64), Started: at.Add(time.Minute)}
+	failed := &slot.DeployAttempt{Digest: started.Digest, Started: started.Started, Failed: at.Add(2 * time.Minute), Error: "zarf failed"}
+	save := func(a *slot.DeployAttempt) {
+		t.Helper()
+		if err := slot.Save(d, &slot.Record{Name: "a", Provider: "existing", Context: "a", Package: v1, Deploying: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *slot.Record {
+		t.Helper()
+		r, err := slot.Load(d, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	pass := &gate.Report{Gate: "marker", Passed: true, Finished: at.Add(3 * time.Minute)}
+	fail := &gate.Report{Gate: "marker", Finished: at.Add(3 * time.Minute)}
+	for _, tc := range []struct {
+		name       string
+		start, now *slot.DeployAttempt
+	}{
+		{"a deploy started", nil, started},
+		{"the deploy failed", started, failed},
+		{"another deploy started after a failed one", failed, &slot.DeployAttempt{Digest: started.Digest, Started: at.Add(4 * time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			save(tc.now)
+			err := record(d, "a", &slot.Record{Package: v1, Deploying: tc.start}, gateSource{}, pass)
+			if kcli.ExitCode(err) != kcli.ExitConflict || !strings.Contains(err.Error(), "slot a changed under the gate: a deploy into it") {
+				t.Fatalf("record: exit %d, %v; want exit 4 saying a deploy changed the slot", kcli.ExitCode(err), err)
+			}
+			if r := load(); r.Gate != nil || !r.Deploying.Equal(tc.now) {
+				t.Errorf("the record changed: gate %+v, deploying %+v", r.Gate, r.Deploying)
+			}
+		})
+	}
+	save(failed)
+	if err := record(d, "a", &slot.Record{Package: v1, Deploying: failed}, gateSource{}, fail); err != nil {
+		t.Fatalf("record a failure: %v", err)
+	}
+	if r := load(); r.Gate == nil || r.Gate.Passed || r.Deploying == nil || slot.Gated(r) {
+		t.Errorf("after a failing gate: gate %+v, deploying %+v; want the failure recorded, the deploy kept, not gated", r.Gate, r.Deploying)
+	}
+	if err := record(d, "a", &slot.Record{Package: v1, Deploying: failed}, gateSource{}, pass); err != nil {
+		t.Fatalf("record a pass: %v", err)
+	}
+	if r := load(); r.Deploying != nil || !slot.Gated(r) {
+		t.Errorf("after a passing gate: gate %+v, deploying %+v; want gated, the unfinished deploy cleared", r.Gate, r.Deploying)
 	}
 }

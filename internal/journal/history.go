@@ -48,6 +48,8 @@ type Event struct {
 	Fallback string `json:"fallback,omitempty"`
 	Slots    *Slots `json:"slots,omitempty"`
 	Gate     *Gate  `json:"gate,omitempty"`
+	// Verify is the begin event's verification material (Transaction.Verify).
+	Verify *Verification `json:"verify,omitempty"`
 	// Identity is what a slot's create, adopt, repair or ownership event
 	// says of the slot for good, so that losing its record loses none of
 	// what decides its protection and its repair.

@@ -170,6 +170,9 @@ type BeginOptions struct {
 	Slots    Slots
 	// Gate is the script's gate, carried by the next command (nil: none).
 	Gate *Gate
+	// Verify is the script's verification material, carried by the next
+	// command (nil: none given).
+	Verify *Verification
 	// SwitchMode is the blue-green switch mode the operator chose.
 	SwitchMode string
 }
@@ -187,12 +190,12 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 	now := j.now()
 	id := newID(now)
 	t := &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: id, Strategy: o.Strategy, Target: o.Target,
-		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Gate: o.Gate, SwitchMode: o.SwitchMode, Phase: Begun, Status: StatusDone,
+		Package: o.Package, Fallback: o.Fallback, Slots: o.Slots, Gate: o.Gate, Verify: o.Verify, SwitchMode: o.SwitchMode, Phase: Begun, Status: StatusDone,
 		Steps:     []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now}},
 		CreatedAt: now}
 	slots := o.Slots
 	ev := Event{Type: EventBegin, Phase: Begun, Status: StatusDone, Strategy: o.Strategy, Target: o.Target,
-		Package: o.Package, Fallback: o.Fallback, Slots: &slots, Gate: o.Gate}
+		Package: o.Package, Fallback: o.Fallback, Slots: &slots, Gate: o.Gate, Verify: o.Verify}
 	return t, j.commit(t, seq, ev)
 }
 

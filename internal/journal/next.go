@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/checkout"
 )
 
 // ScriptsDir is the directory beside the plugin binaries that make install
@@ -53,7 +55,7 @@ func ScriptPath(s Strategy) string {
 	}
 	if wd, err := os.Getwd(); err == nil {
 		dirs = append(dirs, filepath.Join(wd, "scripts"))
-		if root := checkoutAround(wd); root != "" {
+		if root := checkout.Around(wd); root != "" {
 			// The source checkout the working directory is in (a test runs
 			// in its package's directory; -trimpath leaves no source path).
 			dirs = append(dirs, filepath.Join(root, "scripts"))
@@ -71,23 +73,6 @@ func ScriptPath(s Strategy) string {
 	return filepath.Join(string(filepath.Separator), "usr", "local", "bin", ScriptsDir, name)
 }
 
-// checkoutAround returns the nearest directory from dir up whose go.mod is
-// kubectl-bundle's own, or "".
-func checkoutAround(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == "github.com/kubectl-bundle/kubectl-bundle" {
-					return d
-				}
-			}
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
-	}
-}
-
 // NextStep is what an operator should do next, as a command to paste.
 type NextStep struct {
 	Phases  []Phase `json:"phases"`
@@ -99,6 +84,15 @@ type NextStep struct {
 	// Restore: the orchestrator's re-run restores the previous package
 	// instead of redoing the interrupted step (RestoresNext).
 	Restore bool `json:"restore,omitempty"`
+	// Wait names the live run to wait for (e.g. "pid 123") when one owns
+	// the transaction: its next step is that run's to make, so there is
+	// no command to run (Command is empty) and Why says how to stop it.
+	Wait string `json:"wait,omitempty"`
+	// MissingGate is the gate file the transaction was begun with (its
+	// --gate) when it cannot be read: the command refuses (exit 2,
+	// nothing changed) until the file is restored there, or another gate
+	// is passed in its place; Why says so.
+	MissingGate string `json:"missingGate,omitempty"`
 }
 
 // MaxInterruptedDeploys is how many times in-place's DEPLOYING may be
@@ -121,7 +115,10 @@ func RestoresNext(t *Transaction) bool {
 // as the staged package's record keeps it: a key, or a keyless signer's
 // identity and issuer with the trusted root.
 type Verification struct {
-	Key, TrustedRoot, Identity, Issuer string
+	Key         string `json:"key,omitempty"`
+	TrustedRoot string `json:"trustedRoot,omitempty"`
+	Identity    string `json:"identity,omitempty"`
+	Issuer      string `json:"issuer,omitempty"`
 }
 
 // Args are v as the scripts' flags, nil when v says nothing usable.
@@ -169,6 +166,61 @@ func NextWith(t *Transaction, v *Verification) NextStep { return NextWithSoak(t,
 // has passed the next command is accept, and revert is offered only while
 // the previous slot exists.
 func NextWithSoak(t *Transaction, v *Verification, soak *Soak) NextStep {
+	return NextWithGate(t, v, soak, nil)
+}
+
+// FailingGate is the failing gate result recorded for the slot a recovery
+// step (in-place's RESTORING, recreate's BUILDING_FALLBACK) restored, for
+// the package it holds now.
+type FailingGate struct {
+	Slot   string
+	Time   time.Time
+	Failed []string
+}
+
+// GateCommand is the gate of t's runs against slot, recording its result,
+// as a line to paste: the gate file and timeout t was begun with (the
+// scripts print the same line).
+func GateCommand(slot string, g *Gate) string {
+	a := []string{"kubectl bundle-gate --slot", shellWord(slot), "--record"}
+	if g != nil && g.File != "" {
+		a = append(a, "-f", shellWord(g.File))
+	}
+	if g != nil && g.Timeout != "" {
+		a = append(a, "--timeout", shellWord(g.Timeout))
+	}
+	return strings.Join(a, " ")
+}
+
+// NextWithGate is NextWithSoak knowing the restored slot's failing gate
+// (nil: none recorded, or it passed). After a recovery step that is done,
+// a slot that fails its gate is what stops the transaction: re-running
+// the orchestrator only gates it again, so the next command is the gate
+// that shows what fails (recording the result); once it passes, the
+// orchestrator closes the transaction.
+func NextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingGate) NextStep {
+	return NextWithGateFile(t, v, soak, failing, nil)
+}
+
+// NextWithGateFile is NextWithGate knowing that the gate file t was begun
+// with cannot be read (gateErr, nil when it can or there is none): a
+// command that gates with it refuses until it is back, so the gate with
+// that file is never the next command, and the re-run, which keeps the
+// run's verification material and gate timeout, says where the file must
+// be restored (or that another gate may be passed with --gate).
+func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
+	n := nextWithGate(t, v, soak, failing, gateErr)
+	if gateErr == nil || t.Gate == nil || t.Gate.File == "" || n.Command == "" || !strings.Contains(n.Command, " --gate ") {
+		return n
+	}
+	file := shellWord(t.Gate.File)
+	n.MissingGate = t.Gate.File
+	n.Why += fmt.Sprintf("; but the gate file %s this run used is gone or cannot be read (%v), so the command refuses (exit 2, nothing changed) until it is back: restore it at %s and run the command as printed, or pass another gate: the same command with --gate ABS_PATH in place of --gate %s",
+		file, gateErr, file, file)
+	return n
+}
+
+func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
 	n := NextStep{Phases: Legal(t)}
 	script := ScriptPath(t.Strategy)
 	run := []string{script}
@@ -226,6 +278,29 @@ func NextWithSoak(t *Transaction, v *Verification, soak *Soak) NextStep {
 		n.Command = script + " revert"
 		n.Why = fmt.Sprintf("a revert was under way (%s %s): revert finishes it", t.Phase, t.Status)
 		return n
+	case failing != nil && t.Status == StatusDone && (t.Phase == Restoring || t.Phase == BuildingFallback) && gateErr != nil:
+		// The gate that would show what fails cannot run without its
+		// file: the re-run, once a gate file is back, gates the slot
+		// again and closes the transaction when it passes.
+		n.Command = apply
+		failed := failedNames(failing.Failed)
+		n.Why = fmt.Sprintf("%s is done, but slot %s, holding the previous package, failed its gate at %s (failing: %s): the previous deployment is NOT confirmed in place. "+
+			"Once a gate file is back, re-running the orchestrator gates the slot again and closes the transaction as RESTORED when it passes (fix what the gate reports first: the workload, or the gate file if it is wrong)",
+			t.Phase, failing.Slot, failing.Time.UTC().Format(time.RFC3339), failed)
+	case failing != nil && t.Status == StatusDone && (t.Phase == Restoring || t.Phase == BuildingFallback):
+		n.Command = GateCommand(failing.Slot, t.Gate)
+		n.Alternatives = []string{apply}
+		failed := failedNames(failing.Failed)
+		n.Why = fmt.Sprintf("%s is done, but slot %s, holding the previous package, failed its gate at %s (failing: %s): the previous deployment is NOT confirmed in place. "+
+			"The gate shows what fails and records the result; fix what it reports (the workload, or the gate file if it is wrong). Once it passes, the orchestrator gates the slot again and closes the transaction as RESTORED; re-running it before then changes nothing",
+			t.Phase, failing.Slot, failing.Time.UTC().Format(time.RFC3339), failed)
+	case t.Strategy == BlueGreen && t.Phase == Switched && t.Status == StatusFailed:
+		// A switch that failed (a pivot the target refused, undone) fails
+		// the same way on every re-run until what refused changes: the
+		// way back is named too.
+		n.Command = apply
+		n.Alternatives = []string{strings.Join(append([]string{script, "revert"}, material...), " ")}
+		n.Why = fmt.Sprintf("the switch to the candidate failed (%s): re-running the orchestrator retries it, once what failed is fixed; to stay on the previous slot instead, revert switches back to it and destroys the candidate", t.Step(t.Phase).Error)
 	case t.Status == StatusFailed:
 		n.Command = apply
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
@@ -271,4 +346,12 @@ func Cleanup(t *Transaction) []string {
 	}
 	out = append(out, "kubectl bundle-journal end")
 	return out
+}
+
+// failedNames lists a failed gate's failing checks for a sentence.
+func failedNames(failed []string) string {
+	if len(failed) == 0 {
+		return "none named"
+	}
+	return strings.Join(failed, ", ")
 }

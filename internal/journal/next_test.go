@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ func TestNextCommandRunsAsPrinted(t *testing.T) {
 	}{
 		{"blue-green failed names apply and the key", bg(Provisioned, StatusFailed), key,
 			bgScript + " apply /site/pkg.tar.zst --key /site/keys/cosign.pub", nil, "PROVISIONED failed"},
+		{"blue-green switch failed names apply and the way back", bg(Switched, StatusFailed, Verified, Healthy), key,
+			bgScript + " apply /site/pkg.tar.zst --key /site/keys/cosign.pub", []string{bgScript + " revert --key /site/keys/cosign.pub"}, "the switch to the candidate failed (boom): re-running the orchestrator retries it, once what failed is fixed; to stay on the previous slot instead, revert"},
 		{"keyless material, quoted", bg(Verified, StatusStarted), keyless,
 			bgScript + " apply /site/pkg.tar.zst --certificate-identity ops@example.com --certificate-oidc-issuer https://issuer.example --trusted-root '/site/trusted root.json'", nil, "interrupted"},
 		{"no material says what to add", bg(Healthy, StatusDone), nil,
@@ -107,5 +110,65 @@ func TestNextCarriesTheGate(t *testing.T) {
 	tx.Gate = nil
 	if n := NextWith(tx, &Verification{Key: "/k/cosign.pub"}); strings.Contains(n.Command, "--gate") {
 		t.Errorf("next without a gate: %q", n.Command)
+	}
+}
+
+// A recovery step that is done while its slot fails its gate: the next
+// command is that gate (with the transaction's gate file and timeout,
+// recording the result), not a re-run that only gates the slot again and
+// fails the same way; the re-run is the alternative, for once it passes.
+func TestNextAfterTheRestoredSlotFailsItsGate(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	failing := &FailingGate{Slot: "a", Time: at, Failed: []string{"healthy"}}
+	for _, c := range []struct {
+		st    Strategy
+		phase Phase
+	}{{InPlace, Restoring}, {Recreate, BuildingFallback}} {
+		tx := &Transaction{Strategy: c.st, Target: strings.Repeat("1", 64), Package: "/p/pkg.tar.zst", Phase: c.phase, Status: StatusDone,
+			Slots: Slots{Active: "a"}, Gate: &Gate{File: "/site/my gate.yaml", Timeout: "1s"}}
+		apply := ScriptPath(c.st) + " /p/pkg.tar.zst --key /k.pub --gate '/site/my gate.yaml' --gate-timeout 1s"
+		n := NextWithGate(tx, &Verification{Key: "/k.pub"}, nil, failing)
+		if n.Command != "kubectl bundle-gate --slot a --record -f '/site/my gate.yaml' --timeout 1s" ||
+			strings.Join(n.Alternatives, "|") != apply || !strings.Contains(n.Why, "failed its gate at 2026-01-02T03:04:05Z (failing: healthy)") {
+			t.Errorf("%s: %+v", c.phase, n)
+		}
+		// Not gated yet, or passed: the re-run goes on.
+		if n := NextWithGate(tx, &Verification{Key: "/k.pub"}, nil, nil); n.Command != apply {
+			t.Errorf("%s, no failing gate: %q, want %q", c.phase, n.Command, apply)
+		}
+		// The recovery step itself not done: the re-run finishes it.
+		tx.Status = StatusStarted
+		if n := NextWithGate(tx, &Verification{Key: "/k.pub"}, nil, failing); n.Command != apply {
+			t.Errorf("%s started: %q, want %q", c.phase, n.Command, apply)
+		}
+	}
+	// The gate file gone: not the gate with it (exit 2, no such file),
+	// but the re-run with the run's material, gate file and timeout, and
+	// where to restore the file (or pass another).
+	for _, c := range []struct {
+		st    Strategy
+		phase Phase
+	}{{InPlace, Restoring}, {Recreate, BuildingFallback}} {
+		tx := &Transaction{Strategy: c.st, Target: strings.Repeat("1", 64), Package: "/p/pkg.tar.zst", Phase: c.phase, Status: StatusDone,
+			Slots: Slots{Active: "a"}, Gate: &Gate{File: "/site/gate.yaml", Timeout: "1s"}}
+		apply := ScriptPath(c.st) + " /p/pkg.tar.zst --key /k.pub --gate /site/gate.yaml --gate-timeout 1s"
+		gone := errors.New("open /site/gate.yaml: no such file or directory")
+		n := NextWithGateFile(tx, &Verification{Key: "/k.pub"}, nil, failing, gone)
+		if n.Command != apply || len(n.Alternatives) != 0 || n.MissingGate != "/site/gate.yaml" ||
+			!strings.Contains(n.Why, "restore it at /site/gate.yaml") || !strings.Contains(n.Why, "pass another gate") ||
+			strings.Contains(n.Command+strings.Join(n.Alternatives, "|"), "bundle-gate") {
+			t.Errorf("%s, gate file gone: %+v", c.phase, n)
+		}
+		// Readable: as before.
+		if n := NextWithGateFile(tx, &Verification{Key: "/k.pub"}, nil, failing, nil); n.MissingGate != "" || !strings.HasPrefix(n.Command, "kubectl bundle-gate") {
+			t.Errorf("%s, gate file there: %+v", c.phase, n)
+		}
+		// No failing gate: the re-run, saying the file is gone.
+		if n := NextWithGateFile(tx, &Verification{Key: "/k.pub"}, nil, nil, gone); n.Command != apply || n.MissingGate == "" {
+			t.Errorf("%s, no failing gate, file gone: %+v", c.phase, n)
+		}
+	}
+	if got := GateCommand("b", nil); got != "kubectl bundle-gate --slot b --record" {
+		t.Errorf("the built-in gate: %q", got)
 	}
 }

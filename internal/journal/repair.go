@@ -17,8 +17,9 @@ import (
 // RepairCommand repairs a journal damaged from outside: a transaction.json
 // that does not parse (rebuilt from the history), a history that does not
 // parse (its readable lines kept, the damaged ones set aside), or a
-// history cut short (the loss acknowledged and recorded).
-const RepairCommand = "kubectl bundle-journal repair"
+// history cut short (the loss acknowledged and recorded); and a run lock
+// that is not a regular file (state.Dir.RepairRunLock).
+const RepairCommand = state.RepairCommand
 
 // eventRepair is the history event that acknowledges lines lost from it.
 const eventRepair = "repair"
@@ -165,6 +166,12 @@ func setAside(p string) (string, error) {
 		return "", fmt.Errorf("moving %s aside: %w", p, err)
 	}
 	return aside, state.SyncDir(filepath.Dir(p))
+}
+
+// RecordRepair records in the history a repair done outside the journal's
+// files (detail says what it did). The caller holds the lock.
+func (j *Journal) RecordRepair(detail string) error {
+	return j.Record(Event{Type: eventRepair, Detail: detail, Status: StatusDone})
 }
 
 // RepairDamage repairs what something outside kubectl-bundle did to the
@@ -389,7 +396,7 @@ func rebuild(h *History, open *Event) *Transaction {
 		switch ev.Type {
 		case EventBegin:
 			t = &Transaction{APIVersion: APIVersion, Kind: KindTransaction, ID: ev.TxnID, Strategy: ev.Strategy, Target: ev.Target,
-				Package: ev.Package, Fallback: ev.Fallback, Gate: ev.Gate, Phase: Begun, Status: StatusDone, CreatedAt: at,
+				Package: ev.Package, Fallback: ev.Fallback, Gate: ev.Gate, Verify: ev.Verify, Phase: Begun, Status: StatusDone, CreatedAt: at,
 				Steps: []Step{{Phase: Begun, Status: StatusDone, Attempts: 1, StartedAt: at, EndedAt: &at}}}
 			if ev.Slots != nil {
 				t.Slots = *ev.Slots

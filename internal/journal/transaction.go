@@ -61,6 +61,11 @@ type Transaction struct {
 	// Gate is the gate the script runs its steps with, so that the next
 	// command re-runs it gating the same way.
 	Gate *Gate `json:"gate,omitempty"`
+	// Verify is the verification material the script verifies the
+	// package with (journal begin --key, ...), so that the next command
+	// carries it however the script was given it (--key or
+	// $ZARF_VERIFY_KEY), before the package is staged too.
+	Verify *Verification `json:"verify,omitempty"`
 	// SwitchMode is how a blue-green switch treats the workload clusters
 	// ("" : S2, each slot runs its own; "repoint": S1, they stay with the
 	// active slot, which keeps them after accept).

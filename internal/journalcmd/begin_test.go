@@ -220,3 +220,35 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 		}
 	})
 }
+
+// begin records the script's verification material (absolute), so that
+// the next command carries it before the package is staged too, and a
+// transaction rebuilt from the history keeps it.
+func TestBeginRecordsTheKey(t *testing.T) {
+	dir, _ := newStateDir(t)
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("k.pub", []byte("key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs("k.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, dir, "begin", "--strategy", "in-place", "--package", target, "--key", "k.pub", "-q"); code != 0 {
+		t.Fatalf("begin exited %d: %s", code, errOut)
+	}
+	code, out, _ := run(t, dir, "status")
+	if code != 0 || !strings.Contains(out, "next: ") || !strings.Contains(out, target+" --key "+abs+"\n") || strings.Contains(out, "add the verification material") {
+		t.Fatalf("status (exit %d):\n%s", code, out)
+	}
+	// Rebuilt from the history, the transaction still carries it.
+	if err := os.WriteFile(filepath.Join(dir, "journal", "transaction.json"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, dir, "repair"); code != 0 {
+		t.Fatalf("repair exited %d: %s", code, errOut)
+	}
+	if _, out, _ := run(t, dir, "status"); !strings.Contains(out, target+" --key "+abs+"\n") {
+		t.Fatalf("status after the rebuild:\n%s", out)
+	}
+}

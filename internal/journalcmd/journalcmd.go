@@ -60,6 +60,10 @@ func Command(streams kcli.IOStreams) *cli.Command {
 					&cli.StringFlag{Name: "gate", Usage: "the gate file the script runs its steps with (kept absolute), for the next command", TakesFile: true},
 					&cli.StringFlag{Name: "gate-timeout", Usage: "the script's --gate-timeout, for the next command"},
 					&cli.StringFlag{Name: "switch-mode", Usage: "blue-green: " + journal.SwitchModes},
+					&cli.StringFlag{Name: "key", Usage: "the public key the script verifies the package with (kept absolute), for the next command", TakesFile: true},
+					&cli.StringFlag{Name: "certificate-identity", Usage: "the keyless signer the script verifies the package with, for the next command"},
+					&cli.StringFlag{Name: "certificate-oidc-issuer", Usage: "the keyless signer's OIDC issuer, for the next command"},
+					&cli.StringFlag{Name: "trusted-root", Usage: "the trusted root of a keyless signer (kept absolute), for the next command", TakesFile: true},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
@@ -101,7 +105,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			},
 			{
 				Name:   "repair",
-				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, keep a damaged history's readable lines and set the damaged ones aside, acknowledge lines cut from the history (each recorded)",
+				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, keep a damaged history's readable lines and set the damaged ones aside, acknowledge lines cut from the history, move aside a run lock (journal/run.lock) that is not a regular file once no live process holds it (each recorded)",
 				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
 			},
 			offlineCommand(streams),
@@ -206,12 +210,29 @@ func begin(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		gate = &journal.Gate{File: g, Timeout: gt}
 	}
-	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots, Gate: gate, SwitchMode: mode})
+	t, err := s.j.Begin(journal.BeginOptions{Strategy: st, Target: digest, Package: path, Fallback: fallback, Slots: slots, Gate: gate, Verify: beginVerify(cmd), SwitchMode: mode})
 	if err != nil {
 		return err
 	}
 	keepEvidence(streams.ErrOut, s.dir, t)
 	return writeTxn(streams, s.common, s.dir, t, fmt.Sprintf("began transaction %s (%s) for %s", t.ID, t.Strategy, t.Target))
+}
+
+// beginVerify is the verification material begin records for the next
+// command (paths absolute), nil when none is given.
+func beginVerify(cmd *cli.Command) *journal.Verification {
+	absolute := func(p string) string {
+		if a, err := filepath.Abs(p); p != "" && err == nil {
+			return a
+		}
+		return p
+	}
+	v := &journal.Verification{Key: absolute(cmd.String("key")), TrustedRoot: absolute(cmd.String("trusted-root")),
+		Identity: cmd.String("certificate-identity"), Issuer: cmd.String("certificate-oidc-issuer")}
+	if *v == (journal.Verification{}) {
+		return nil
+	}
+	return v
 }
 
 // beginSlots checks --active and --candidate against the strategy, by the
@@ -314,12 +335,40 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if t != nil {
 		damage = s.Check()
 	}
-	if s.common.Output == kcli.OutputJSON {
-		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t}
-		if t != nil {
-			n := nextOf(s.dir, t)
-			v.Next = &n
+	// A run lock that is not a regular file stops every command that
+	// probes or takes it (every script first): said with its repair,
+	// exit 3, first, since the other repairs need the run lock too.
+	run, runErr := s.dir.RunConflict()
+	if runErr != nil {
+		damage = runErr
+	}
+	var (
+		view  *runView
+		notes []string
+		next  *journal.NextStep
+	)
+	if t != nil {
+		n := nextOf(s.dir, t)
+		next = &n
+	}
+	if run != nil {
+		// A live run (of another process than this one's) owns the
+		// transaction: it is running, not interrupted, and the next step
+		// is that run's to make, so the reader waits (exit 0). What the
+		// state looks like while its step changes it is said, not
+		// advised on: the repairs would be refused while it lives.
+		var n *journal.NextStep
+		view, notes, n = running(t, run)
+		if n != nil {
+			next = n
 		}
+		if damage != nil {
+			notes = append(notes, fmt.Sprintf("state:      %v (the live run may be changing it: look again once it has finished)", damage))
+			damage = nil
+		}
+	}
+	if s.common.Output == kcli.OutputJSON {
+		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: next, Run: view}
 		if err := kcli.WriteJSON(streams.Out, v); err != nil {
 			return err
 		}
@@ -327,14 +376,13 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	if t == nil {
 		fmt.Fprintln(streams.Out, "no transaction in progress")
-		return nil
+		for _, note := range notes {
+			fmt.Fprintln(streams.Out, note)
+		}
+		return damage
 	}
-	if err := writeText(streams.Out, t, nextOf(s.dir, t)); err != nil {
+	if err := writeText(streams.Out, t, *next, notes...); err != nil {
 		return err
-	}
-	if e, err := s.dir.RunConflict(); err == nil && e != nil && e.Running() != "" {
-		// The next command is the live run's to make, not the reader's.
-		fmt.Fprintf(streams.Out, "running:    %s\n", e.Running())
 	}
 	return damage
 }
@@ -495,17 +543,32 @@ func repairCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 	if cmd.NArg() != 0 {
 		return kcli.Usage("repair takes no arguments")
 	}
-	s, err := openWith(streams, cmd, statesession.Options{Mutate: true, SkipJournalRepair: true})
+	s, err := openWith(streams, cmd, statesession.Options{Mutate: true, SkipJournalRepair: true, RepairRunLock: true})
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	// The run lock first: every other command stops on it, this one's
+	// history records included.
+	lockNote, err := s.dir.RepairRunLock()
+	if err != nil {
+		return err
+	}
+	if lockNote != "" {
+		fmt.Fprintf(streams.ErrOut, "repaired: %s\n", lockNote)
+	}
 	did, err := s.j.RepairDamage()
 	for _, d := range did {
 		fmt.Fprintf(streams.ErrOut, "repaired: %s\n", d)
 	}
 	if err != nil {
 		return err
+	}
+	if lockNote != "" {
+		if err := s.j.RecordRepair(lockNote); err != nil {
+			return err
+		}
+		did = append(did, lockNote)
 	}
 	if len(did) == 0 && !s.common.Quiet {
 		fmt.Fprintln(streams.Out, "the journal reads fine: nothing to repair")

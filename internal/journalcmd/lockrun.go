@@ -44,7 +44,7 @@ func lockRun(streams kcli.IOStreams, cmd *cli.Command) error {
 	if cmd.Bool("path") {
 		p, err := d.RunLockPath()
 		if err != nil {
-			return errkind.Wrap(errkind.Environment, err)
+			return kinded(err)
 		}
 		fmt.Fprintln(streams.Out, p)
 		return nil
@@ -60,9 +60,8 @@ func lockRun(streams kcli.IOStreams, cmd *cli.Command) error {
 	// The script is this call's parent: it holds the lock, not this process.
 	h := state.Holder{PID: os.Getppid(), Command: command, Since: time.Now().UTC()}
 	if err := d.HoldRun(fd, h); err != nil {
-		var le *state.RunLockedError
-		if errors.As(err, &le) {
-			return err
+		if errkind.Of(err) != errkind.Unknown {
+			return err // a live run (exit 4), a damaged run lock (exit 3)
 		}
 		return errkind.Wrap(errkind.Environment, fmt.Errorf("holding the run lock: %w", err))
 	}
@@ -80,6 +79,15 @@ func lockRun(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// kinded is err with its own kind (a live run: exit 4; a damaged run lock:
+// exit 3), else as the environment's.
+func kinded(err error) error {
+	if errkind.Of(err) != errkind.Unknown {
+		return err
+	}
+	return errkind.Wrap(errkind.Environment, err)
 }
 
 // parentCommand is the calling script's command line, as /proc has it.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -23,6 +24,63 @@ type statusView struct {
 	Next        *journal.NextStep    `json:"next,omitempty"`
 	// HistoryCut says what was cut from the history from outside.
 	HistoryCut *cutView `json:"historyCut,omitempty"`
+	// Run is the live strategy run that holds the state dir, when another
+	// process than this one's run does.
+	Run *runView `json:"run,omitempty"`
+}
+
+// runView is the live strategy run, as status shows it.
+type runView struct {
+	// PID, Command and Started are the script that took the run lock (its
+	// re-run command) and when.
+	PID     int        `json:"pid,omitempty"`
+	Command string     `json:"command,omitempty"`
+	Started *time.Time `json:"started,omitempty"`
+	// Step is the transaction's step in progress, if one is.
+	Step *liveStep `json:"step,omitempty"`
+	// Orphans are the processes that still hold the run when its script
+	// is gone (or its lock file was removed from outside: LockRemoved).
+	Orphans     []state.Orphan `json:"orphans,omitempty"`
+	LockRemoved bool           `json:"lockRemoved,omitempty"`
+	// Says is what the text output says of it.
+	Says string `json:"says"`
+}
+
+// liveStep is the step a live run is in.
+type liveStep struct {
+	Phase   journal.Phase `json:"phase"`
+	Started time.Time     `json:"started"`
+	Attempt int           `json:"attempt"`
+}
+
+// running is what status says of run, the live strategy run that owns the
+// state dir: the run (and t's step in progress, t may be nil), its text
+// lines, and the next step, which is to wait for it.
+func running(t *journal.Transaction, run *state.RunLockedError) (*runView, []string, *journal.NextStep) {
+	v := &runView{Orphans: run.Orphans, LockRemoved: run.Removed, Says: run.Running()}
+	if v.Says == "" {
+		v.Says = "a strategy script holds the state dir for its run (it has not named itself yet): wait for it to finish"
+	}
+	if h := run.Holder; h.PID != 0 {
+		since := h.Since
+		v.PID, v.Command, v.Started = h.PID, h.Command, &since
+	}
+	lines := []string{"running:    " + v.Says}
+	if t == nil {
+		return v, lines, nil
+	}
+	if st := t.Step(t.Phase); t.Status == journal.StatusStarted && st != nil {
+		v.Step = &liveStep{Phase: t.Phase, Started: st.StartedAt, Attempt: st.Attempts}
+		lines = append(lines, fmt.Sprintf("step:       %s in progress since %s", t.Phase, st.StartedAt.Format(time.RFC3339)))
+	} else {
+		lines = append(lines, fmt.Sprintf("step:       none in progress (%s is %s): the run goes on from there", t.Phase, t.Status))
+	}
+	n := &journal.NextStep{Phases: journal.Legal(t), Wait: run.Waiting()}
+	n.Why = fmt.Sprintf("transaction %s is running: a live strategy run owns it, its next step is that run's to make, and every other mutating command refuses while it lives (--force does not override it)", t.ID)
+	if stop := run.Stop(); stop != "" {
+		n.Why += "; " + stop
+	}
+	return v, lines, n
 }
 
 // cutView is a history cut from outside, as status shows it.
@@ -99,7 +157,11 @@ func writeText(w io.Writer, t *journal.Transaction, n journal.NextStep, notes ..
 	for _, note := range notes {
 		fmt.Fprintln(&b, note)
 	}
-	fmt.Fprintf(&b, "next: %s\n", n.Command)
+	if n.Wait != "" {
+		fmt.Fprintf(&b, "next: wait for %s to finish\n", n.Wait)
+	} else {
+		fmt.Fprintf(&b, "next: %s\n", n.Command)
+	}
 	for _, alt := range n.Alternatives {
 		fmt.Fprintf(&b, "  or: %s\n", alt)
 	}
@@ -127,14 +189,20 @@ func writeTxn(streams kcli.IOStreams, common *kcli.Common, d *state.Dir, t *jour
 	return err
 }
 
-// nextOf is journal.NextWith with the verification material of t's target
-// as its staged record keeps it, when the target is staged.
+// nextOf is journal.NextWith with the verification material the script
+// began t with (journal begin --key, ...), else that of t's target as its
+// staged record keeps it, when the target is staged.
 func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 	var v *journal.Verification
+	if t.Verify.Args() != nil {
+		v = t.Verify
+	}
 	if d != nil && t.Target != "" {
 		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Target}); err == nil {
 			r := p.Record
-			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
+			if v == nil {
+				v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
+			}
 			if t.Package == "" && p.Path != "" {
 				// Begun with a digest: the scripts take a file, and the
 				// staged copy is that digest's file, by an absolute path.
@@ -144,7 +212,39 @@ func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 			}
 		}
 	}
-	return journal.NextWithSoak(t, v, soakOf(d, t))
+	return journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t))
+}
+
+// gateFileErr says why the gate file t was begun with (journal begin
+// --gate) cannot be read, nil when it can or t has none: a script run
+// with it refuses until it is back (check_gate_file).
+func gateFileErr(t *journal.Transaction) error {
+	if t.Gate == nil || t.Gate.File == "" {
+		return nil
+	}
+	f, err := os.Open(t.Gate.File)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// restoredGate is the failing gate result recorded for the slot t's done
+// recovery step restored, for the package that slot holds now (nil when
+// there is none: not gated yet, passed, or the slot changed since).
+func restoredGate(d *state.Dir, t *journal.Transaction) *journal.FailingGate {
+	if d == nil || t.Status != journal.StatusDone || (t.Phase != journal.Restoring && t.Phase != journal.BuildingFallback) {
+		return nil
+	}
+	rec, err := slot.Load(d, t.Slots.Active)
+	if err != nil || rec.Gate == nil || rec.Gate.Passed || rec.Deploying != nil || rec.Package == nil || rec.Gate.Package != rec.Package.Digest {
+		return nil
+	}
+	return &journal.FailingGate{Slot: rec.Name, Time: rec.Gate.Time, Failed: rec.Gate.Failed}
 }
 
 // soakOf is what the switch record says of t's soak, nil when it says

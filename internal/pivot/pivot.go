@@ -1,7 +1,9 @@
-// Package pivot moves the Cluster API objects of the workload clusters
-// from one slot's management cluster to another's with clusterctl's mover
-// (S3), recording each phase so that a re-run after a crash resumes or
-// undoes the move, and says which.
+// Package pivot is what a pivot (S3) records and checks: the record of
+// each phase, so that a re-run after a crash resumes or undoes the move and
+// says which, the preflight, and the recovery. The move itself, with
+// clusterctl's mover, is internal/pivot/mover: only the switch plugin links
+// it, because Cluster API's packages cost every plugin process that links
+// them about half of its start-up (their package initialisation).
 package pivot
 
 import (
@@ -11,14 +13,18 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -44,9 +50,31 @@ type Endpoint struct {
 	Context    string `json:"context"`
 }
 
-func (e Endpoint) proxy() cluster.Proxy {
-	return cluster.NewProxy(cluster.Kubeconfig{Path: e.Kubeconfig, Context: e.Context})
+// Client reaches the endpoint's API server as clusterctl's proxy does (the
+// kubeconfig's context, 30 s timeout, QPS 20, burst 100), with a scheme that
+// holds what the preflight and a recovery read typed (CRDs, clusterctl's
+// inventory); every other object is read unstructured.
+func (e Endpoint) Client(ctx context.Context) (client.Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = e.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: e.Context, Timeout: "30s"}).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 20, 100
+	return client.New(cfg, client.Options{Scheme: scheme()})
 }
+
+// scheme is built on first use, not at start-up: every plugin links this
+// package, and only a pivot needs it (half a megabyte of allocations).
+var scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(clusterctlv1.AddToScheme(s))
+	return s
+})
 
 // ObjectRef names one object the pivot created on the target.
 type ObjectRef struct {
@@ -105,13 +133,15 @@ type Result struct {
 	Moved         int    `json:"moved"`
 }
 
-func (o *Options) logf(format string, args ...any) {
+// Logf writes a line to the pivot's log.
+func (o *Options) Logf(format string, args ...any) {
 	if o.Log != nil {
 		fmt.Fprintf(o.Log, format+"\n", args...)
 	}
 }
 
-func (o *Options) event(phase, status, detail string) {
+// Emit tells the Event hook a phase's status.
+func (o *Options) Emit(phase, status, detail string) {
 	if o.Event != nil {
 		o.Event(phase, status, detail)
 	}
@@ -143,7 +173,8 @@ func LoadRecord(path string) (*Record, error) {
 	return &r, nil
 }
 
-func saveRecord(path string, r *Record) error {
+// SaveRecord writes the pivot record (atomically, as every state file).
+func SaveRecord(path string, r *Record) error {
 	r.APIVersion, r.Kind, r.Updated = "kubectl-bundle/v1", "Pivot", time.Now().UTC()
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -155,120 +186,67 @@ func saveRecord(path string, r *Record) error {
 // Interrupted reports whether the record is a pivot that did not finish.
 func (r *Record) Interrupted() bool { return r != nil && r.Phase != PhaseDone }
 
-// Run moves the Cluster API objects from o.From to o.To. An interrupted
-// pivot in the record is first resumed (its deletes had begun) or undone
-// (they had not); then the preflight must pass (exit 3 naming what o.To
-// does not serve) and, when o.From would not serve what o.To hands back,
-// o.Yes must be set; then the mover runs, each phase recorded.
-func Run(ctx context.Context, o Options) (*Result, error) {
-	res := &Result{}
-	rec, err := LoadRecord(o.RecordPath)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Interrupted() {
-		if res.Recovered, res.RecoveredNote, err = recoverRecord(ctx, &o, rec); err != nil {
-			return nil, err
-		}
-		o.logf("%s", res.RecoveredNote)
-		if res.Recovered == "resumed" && rec.From == o.From && rec.To == o.To {
-			res.Moved = len(rec.Objects)
-			res.Plan = &Plan{Revertible: true}
-			return res, nil
-		}
-	}
-	plan, err := Preflight(ctx, o.From, o.To, o.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	res.Plan = plan
-	if err := plan.Check(o.Yes); err != nil {
-		return nil, err
-	}
-	o.logf("%s", plan.Summary())
-	n, err := move(ctx, &o)
-	res.Moved = n
-	return res, err
-}
-
-// move runs clusterctl's mover between the two endpoints, recording each
-// phase as the mover reaches it (seen from the requests it sends).
-func move(ctx context.Context, o *Options) (int, error) {
-	cfg, err := config.New(ctx, "", config.InjectReader(emptyReader{}))
-	if err != nil {
-		return 0, fmt.Errorf("preparing clusterctl's configuration: %w", err)
-	}
-	rec := &Record{From: o.From, To: o.To, Namespace: o.Namespace, Phase: PhasePausing, Started: time.Now().UTC()}
-	w := &watcher{o: o, rec: rec}
-	from := cluster.New(cluster.Kubeconfig{Path: o.From.Kubeconfig, Context: o.From.Context}, cfg,
-		cluster.InjectProxy(&watchedProxy{Proxy: o.From.proxy(), w: w, source: true}))
-	to := cluster.New(cluster.Kubeconfig{Path: o.To.Kubeconfig, Context: o.To.Context}, cfg,
-		cluster.InjectProxy(&watchedProxy{Proxy: o.To.proxy(), w: w}))
-	if err := saveRecord(o.RecordPath, rec); err != nil {
-		return 0, err
-	}
-	o.event(PhasePausing, "started", fmt.Sprintf("pivot from slot %s to slot %s", o.From.Slot, o.To.Slot))
-	if err := from.ObjectMover().Move(ctx, o.Namespace, to, false); err != nil {
-		o.event(rec.Phase, "failed", err.Error())
-		return len(rec.Objects), fmt.Errorf("moving the Cluster API objects from slot %s to slot %s (phase %s): %w; re-run the same command: it resumes or undoes the move",
-			o.From.Slot, o.To.Slot, rec.Phase, err)
-	}
-	state.CrashPoint("pivot:before-done")
-	if err := w.phase(PhaseDone); err != nil {
-		return len(rec.Objects), err
-	}
-	o.logf("moved %d objects (%d clusters) from slot %s to slot %s; their clusters are unpaused on slot %s",
-		len(rec.Objects), len(rec.Clusters), o.From.Slot, o.To.Slot, o.To.Slot)
-	return len(rec.Objects), nil
-}
-
-// recoverRecord brings an interrupted pivot to a state with every object on
+// Recover brings an interrupted pivot to a state with every object on
 // one side, unpaused: forward when the source's deletes had begun (the
 // target holds everything), back otherwise.
-func recoverRecord(ctx context.Context, o *Options, rec *Record) (string, string, error) {
-	fromC, err := rec.From.proxy().NewClient(ctx)
+func Recover(ctx context.Context, o *Options, rec *Record) (string, string, error) {
+	fromC, err := rec.From.Client(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("reaching slot %s to recover the interrupted pivot: %w", rec.From.Slot, err)
 	}
-	toC, err := rec.To.proxy().NewClient(ctx)
+	toC, err := rec.To.Client(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("reaching slot %s to recover the interrupted pivot: %w", rec.To.Slot, err)
 	}
 	switch rec.Phase {
 	case PhaseDeleting, PhaseUnpausing:
 		phase := rec.Phase
-		o.event(rec.Phase, "resumed", fmt.Sprintf("pivot from slot %s to slot %s", rec.From.Slot, rec.To.Slot))
+		o.Emit(rec.Phase, "resumed", fmt.Sprintf("pivot from slot %s to slot %s", rec.From.Slot, rec.To.Slot))
 		n, err := deleteAll(ctx, fromC, rec.Objects)
 		if err != nil {
-			return "", "", fmt.Errorf("resuming the pivot: deleting the moved objects from slot %s: %w", rec.From.Slot, err)
+			return "", "", fmt.Errorf("resuming the pivot interrupted in %s: deleting the moved objects from slot %s: %w; slot %s holds every object (its clusters paused until the move finishes): once slot %s takes the deletes, re-run the same command",
+				phase, rec.From.Slot, err, rec.To.Slot, rec.From.Slot)
 		}
 		if err := setPaused(ctx, toC, rec.Clusters, false); err != nil {
-			return "", "", fmt.Errorf("resuming the pivot: unpausing the clusters on slot %s: %w", rec.To.Slot, err)
+			return "", "", fmt.Errorf("resuming the pivot interrupted in %s: unpausing the clusters on slot %s: %w; once slot %s takes the patch, re-run the same command",
+				phase, rec.To.Slot, err, rec.To.Slot)
 		}
 		rec.Phase = PhaseDone
-		if err := saveRecord(o.RecordPath, rec); err != nil {
+		if err := SaveRecord(o.RecordPath, rec); err != nil {
 			return "", "", err
 		}
-		o.event(PhaseDone, "done", "resumed")
+		o.Emit(PhaseDone, "done", "resumed")
 		return "resumed", fmt.Sprintf("resumed the pivot from slot %s to slot %s interrupted in %s: deleted the %d objects left on slot %s and unpaused %d clusters on slot %s",
 			rec.From.Slot, rec.To.Slot, phase, n, rec.From.Slot, len(rec.Clusters), rec.To.Slot), nil
 	}
-	o.event(rec.Phase, "undone", fmt.Sprintf("pivot from slot %s to slot %s", rec.From.Slot, rec.To.Slot))
-	n, err := deleteAll(ctx, toC, rec.Objects)
-	if err != nil {
-		return "", "", fmt.Errorf("undoing the interrupted pivot: deleting the partial copy from slot %s: %w", rec.To.Slot, err)
-	}
-	if err := setPaused(ctx, fromC, rec.Clusters, false); err != nil {
-		return "", "", fmt.Errorf("undoing the interrupted pivot: unpausing the clusters on slot %s: %w", rec.From.Slot, err)
-	}
 	phase := rec.Phase
-	rec.Phase, rec.Objects = PhaseDone, nil
-	if err := saveRecord(o.RecordPath, rec); err != nil {
+	n, err := Undo(ctx, o, rec, fromC, toC)
+	if err != nil {
 		return "", "", err
 	}
-	o.event(PhaseDone, "done", "unpaused")
 	return "unpaused", fmt.Sprintf("the pivot from slot %s to slot %s was interrupted in %s, before any object left slot %s: removed the %d partial copies from slot %s and unpaused %d clusters on slot %s",
 		rec.From.Slot, rec.To.Slot, phase, rec.From.Slot, n, rec.To.Slot, len(rec.Clusters), rec.From.Slot), nil
+}
+
+// Undo takes back a pivot that no object had left the source of yet: the
+// partial copy is removed from the target, then the source's clusters
+// are unpaused, and the record says DONE. It returns how many copies it
+// removed.
+func Undo(ctx context.Context, o *Options, rec *Record, fromC, toC client.Client) (int, error) {
+	o.Emit(rec.Phase, "undone", fmt.Sprintf("pivot from slot %s to slot %s", rec.From.Slot, rec.To.Slot))
+	n, err := deleteAll(ctx, toC, rec.Objects)
+	if err != nil {
+		return n, fmt.Errorf("undoing the pivot: deleting the partial copy from slot %s: %w", rec.To.Slot, err)
+	}
+	if err := setPaused(ctx, fromC, rec.Clusters, false); err != nil {
+		return n, fmt.Errorf("undoing the pivot: unpausing the clusters on slot %s: %w", rec.From.Slot, err)
+	}
+	rec.Phase, rec.Objects = PhaseDone, nil
+	if err := SaveRecord(o.RecordPath, rec); err != nil {
+		return n, err
+	}
+	o.Emit(PhaseDone, "done", "unpaused")
+	return n, nil
 }
 
 // deleteAll removes objects as clusterctl's mover removes the source's,
@@ -331,6 +309,33 @@ func mergePatch(v any) client.Patch {
 	return client.RawPatch(types.MergePatchType, data)
 }
 
+// UndoneError is a pivot whose move failed before any object left the
+// source, undone at once: the partial copy removed from the target and
+// the source's clusters unpaused. The switch it was part of did not
+// happen.
+type UndoneError struct {
+	From, To, Phase  string
+	Copies, Clusters int
+	Err              error
+	// Next is what to do now, said by the command the pivot was part of
+	// ("" : re-run it once the target takes the objects).
+	Next string
+}
+
+func (e *UndoneError) Error() string {
+	next := e.Next
+	if next == "" {
+		next = fmt.Sprintf("once slot %s takes the objects, re-run the same command", e.To)
+	}
+	return fmt.Sprintf("moving the Cluster API objects from slot %s to slot %s failed in %s: %v. The pivot was undone: no object left slot %s, which still manages the workload clusters (%d unpaused), and the partial copy (%d objects) was removed from slot %s: %s",
+		e.From, e.To, e.Phase, e.Err, e.From, e.Clusters, e.Copies, e.To, next)
+}
+
+func (e *UndoneError) Unwrap() error { return e.Err }
+
+// ErrorKind: the target (or the source) refused what the move needs.
+func (e *UndoneError) ErrorKind() errkind.Kind { return errkind.Environment }
+
 // NotRevertibleError is a pivot that could not be moved back, asked
 // without --yes.
 type NotRevertibleError struct{ Plan *Plan }
@@ -342,15 +347,3 @@ func (e *NotRevertibleError) Error() string {
 
 // ErrorKind: usage (the operator must say --yes).
 func (e *NotRevertibleError) ErrorKind() errkind.Kind { return errkind.Usage }
-
-// emptyReader is clusterctl's configuration with nothing set: the mover
-// needs no provider repositories, and an operator's clusterctl.yaml must
-// not change what a pivot does.
-type emptyReader struct{}
-
-func (emptyReader) Init(context.Context, string) error { return nil }
-func (emptyReader) Get(key string) (string, error) {
-	return "", fmt.Errorf("clusterctl configuration %q is not set", key)
-}
-func (emptyReader) Set(string, string)             {}
-func (emptyReader) UnmarshalKey(string, any) error { return nil }

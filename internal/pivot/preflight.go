@@ -199,11 +199,11 @@ func readCRDs(ctx context.Context, c client.Client) (map[schema.GroupKind]crdInf
 // version, and whether from serves what to would hand back (to's storage
 // versions). It changes nothing.
 func Preflight(ctx context.Context, from, to Endpoint, namespace string) (*Plan, error) {
-	fromC, err := from.proxy().NewClient(ctx)
+	fromC, err := from.Client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reaching slot %s's management cluster (context %s): %w", from.Slot, from.Context, err)
 	}
-	toC, err := to.proxy().NewClient(ctx)
+	toC, err := to.Client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reaching slot %s's management cluster (context %s): %w", to.Slot, to.Context, err)
 	}

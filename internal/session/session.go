@@ -28,6 +28,10 @@ type Options struct {
 	// SkipJournalRepair leaves the journal as it is, for the command that
 	// repairs damage to it (kubectl bundle-journal repair).
 	SkipJournalRepair bool
+	// RepairRunLock lets the session open while the run lock is damaged
+	// (not a regular file), for the command that repairs it (kubectl
+	// bundle-journal repair): it holds the state lock when it moves it aside.
+	RepairRunLock bool
 	// Step is the transaction step (TXN/PHASE) this process runs, for
 	// `journal run` itself; its command inherits it through $KUBECTL_BUNDLE_STEP.
 	Step string
@@ -61,7 +65,7 @@ func Open(o Options) (*Session, error) {
 	// the reason, even while one of its calls holds the state lock; and
 	// checked again with the state lock held, so that a run starting now
 	// waits for this command (journal lock-run).
-	if err := runConflict(d); err != nil {
+	if err := runConflict(d); err != nil && !(o.RepairRunLock && d.IsRunLockDamage(err)) {
 		return nil, err
 	}
 	if s.lock, err = d.Lock(); err != nil {
@@ -74,7 +78,7 @@ func Open(o Options) (*Session, error) {
 		}
 		return nil, err
 	}
-	if err := runConflict(d); err != nil {
+	if err := runConflict(d); err != nil && !(o.RepairRunLock && d.IsRunLockDamage(err)) {
 		s.Close()
 		return nil, err
 	}

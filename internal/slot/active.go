@@ -120,19 +120,39 @@ func lostPointer(d *state.Dir) error {
 		}
 		return nil
 	}
+	// A slot whose pass no longer holds (a deploy into it since did not
+	// finish) still says the site was switched, but is named only when no
+	// slot still holds its pass, and then gated before the switch.
 	names, _ := List(d)
-	var gated string
-	var when time.Time
+	var gated, passed string
+	var whenGated, whenPassed time.Time
 	for _, n := range names {
-		if r, err := Load(d, n); err == nil && r.Gate != nil && r.Gate.Passed && r.Gate.Time.After(when) {
-			gated, when = n, r.Gate.Time
+		r, err := Load(d, n)
+		if err != nil || r.Gate == nil || !r.Gate.Passed {
+			continue
+		}
+		if Gated(r) && r.Gate.Time.After(whenGated) {
+			gated, whenGated = n, r.Gate.Time
+		}
+		if r.Gate.Time.After(whenPassed) {
+			passed, whenPassed = n, r.Gate.Time
 		}
 	}
-	if gated != "" {
+	switch {
+	case gated != "":
 		return lost(gated, "the history records a switch and the record of slot "+gated+" says it passed its gate",
 			"kubectl bundle-switch to "+gated)
+	case passed != "":
+		return lost(passed, "the history records a switch and the record of slot "+passed+" says it passed its gate (before a deploy into it that did not finish)",
+			gateFirst(passed))
 	}
 	return nil
+}
+
+// gateFirst is the forced switch to slot n that runs only once n passes
+// its gate (read-only: damage stops a recorded one).
+func gateFirst(n string) string {
+	return "kubectl bundle-gate --slot " + n + " && kubectl bundle-switch to " + n + " --force"
 }
 
 // Exists reports whether slot name exists as far as the state can tell:
@@ -213,7 +233,7 @@ func ActiveFix(d *state.Dir) string {
 	for _, n := range names {
 		if r, err := Load(d, n); err == nil {
 			all = append(all, "kubectl bundle-switch to "+n+" --force")
-			held = held || r.Package != nil
+			held = held || r.Package != nil || r.Deploying != nil
 			if Gated(r) {
 				cmds = append(cmds, "kubectl bundle-switch to "+n+" --force")
 			}
@@ -312,7 +332,7 @@ func ActiveRepair(d *state.Dir, prefer ...string) string {
 	for _, n := range names {
 		if r, err := Load(d, n); err == nil {
 			ok = append(ok, n)
-			if r.Package != nil {
+			if r.Package != nil || r.Deploying != nil {
 				held = append(held, n)
 			}
 			if Gated(r) {
@@ -335,7 +355,7 @@ func ActiveRepair(d *state.Dir, prefer ...string) string {
 		return "kubectl bundle-switch to " + n + " --force"
 	}
 	if n := pick(held); n != "" {
-		return "kubectl bundle-gate --slot " + n + " && kubectl bundle-switch to " + n + " --force   # no slot passed its gate for what it holds: the switch runs only once slot " + n + " passes it"
+		return gateFirst(n) + "   # no slot passed its gate for what it holds: the switch runs only once slot " + n + " passes it"
 	}
 	if n := pick(ok); n != "" {
 		// No slot holds a package: none can pass a gate, and none is
@@ -345,8 +365,10 @@ func ActiveRepair(d *state.Dir, prefer ...string) string {
 	return noSlotFix(d)
 }
 
-// Gated reports whether r's last gate passed for the package r holds.
+// Gated reports whether r's last gate passed for the package r holds, and
+// no deploy into r started since and did not finish (after one, what r
+// holds is not known until a gate passes again).
 func Gated(r *Record) bool {
 	g := r.Gate
-	return g != nil && g.Passed && (r.Package == nil || g.Package == "" || g.Package == r.Package.Digest)
+	return g != nil && g.Passed && r.Deploying == nil && (r.Package == nil || g.Package == "" || g.Package == r.Package.Digest)
 }

@@ -71,4 +71,22 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	if got := slot.ActiveRepair(d, "b"); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b failed its gate: %q, want the switch to a", got)
 	}
+	// Nor is a pass followed by a deploy that did not finish (failed or
+	// killed): what the slot holds is not known.
+	save("b", passed)
+	r, err := slot.Load(d, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Deploying = &slot.DeployAttempt{Digest: strings.Repeat("3", 64), Started: time.Now()}
+	if err := slot.Save(d, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := slot.ActiveRepair(d, "a"); got != "kubectl bundle-switch to b --force" {
+		t.Errorf("a's deploy did not finish: %q, want the switch to b", got)
+	}
+	save("b", nil)
+	if got := slot.ActiveRepair(d, "a"); !strings.HasPrefix(got, "kubectl bundle-gate --slot a && kubectl bundle-switch to a --force   # ") {
+		t.Errorf("a's deploy did not finish, b not gated: %q, want slot a gated first", got)
+	}
 }

@@ -99,20 +99,14 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		return l, nil // no slot: nothing to lose
 	case err != nil:
 		// Damage is for the command that discards the slot to report;
-		// here it only means the lists are unknown.
+		// here it only means the lists are unknown, but its workload
+		// clusters that run are found by their names all the same.
 		l.ClaimsUnknown, l.RegistryUnknown = err.Error(), err.Error()
+		m.addRunningWorkloads(ctx, l)
 		return l, m.recordLosses(l)
 	}
 	l.Workloads = append(l.Workloads, rec.OwnsWorkloads...)
-	if running, err := m.RunningWorkloads(ctx, slotName); err != nil {
-		l.WorkloadsUnknown = err.Error()
-	} else {
-		for _, w := range running {
-			if !slices.Contains(l.Workloads, w) {
-				l.Workloads = append(l.Workloads, w)
-			}
-		}
-	}
+	m.addRunningWorkloads(ctx, l)
 	if claims, err := m.claims(ctx, rec); err != nil {
 		l.ClaimsUnknown = err.Error()
 	} else {
@@ -130,6 +124,20 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		}
 	}
 	return l, m.recordLosses(l)
+}
+
+// addRunningWorkloads adds to l the workload clusters of its slot that run.
+func (m *Manager) addRunningWorkloads(ctx context.Context, l *Losses) {
+	running, err := m.RunningWorkloads(ctx, l.Slot)
+	if err != nil {
+		l.WorkloadsUnknown = err.Error()
+		return
+	}
+	for _, w := range running {
+		if !slices.Contains(l.Workloads, w) {
+			l.Workloads = append(l.Workloads, w)
+		}
+	}
 }
 
 func (m *Manager) recordLosses(l *Losses) error {

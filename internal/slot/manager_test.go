@@ -247,10 +247,19 @@ func TestDeployFailureKeepsThePreviousPackage(t *testing.T) {
 	if rec.Package == nil || rec.Package.Digest != v1 {
 		t.Errorf("record after the failed deploy: %+v", rec.Package)
 	}
+	// What the slot holds is not known: a pass recorded before no longer
+	// counts, until a gate passes again or a deploy finishes.
+	if d := rec.Deploying; d == nil || d.Digest != v2 || d.Started.IsZero() || d.Failed.IsZero() || !strings.Contains(d.Error, "FAKE_FAIL") {
+		t.Errorf("the failed deploy is not recorded: %+v", d)
+	}
+	rec.Gate = &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: v1}
+	if slot.Gated(rec) {
+		t.Errorf("a slot whose deploy failed counts as gated")
+	}
 	// Re-running the same deploy once zarf works is fine.
 	t.Setenv(fakes.EnvFail, "")
-	if rec, err := m.Deploy(ctx, "a", v2, slot.DeployOptions{}); err != nil || rec.Package.Digest != v2 {
-		t.Fatalf("deploy again: %v", err)
+	if rec, err := m.Deploy(ctx, "a", v2, slot.DeployOptions{}); err != nil || rec.Package.Digest != v2 || rec.Deploying != nil {
+		t.Fatalf("deploy again: %v (%+v)", err, rec)
 	}
 }
 

@@ -40,7 +40,12 @@ type Record struct {
 	RegistryPort int         `json:"registryPort,omitempty"`
 	Package      *PackageRef `json:"package,omitempty"`
 	Gate         *GateResult `json:"gate,omitempty"`
-	State        string      `json:"state,omitempty"`
+	// Deploying is a deploy into the slot that started and did not finish
+	// (it failed, was killed, or still runs): what the slot holds is not
+	// known, so Gate no longer vouches for it until a gate passes again
+	// (gate --record clears it) or a deploy finishes.
+	Deploying *DeployAttempt `json:"deploying,omitempty"`
+	State     string         `json:"state,omitempty"`
 	// Inputs is a digest of the settings create used (same inputs: no-op).
 	Inputs  string       `json:"inputs,omitempty"`
 	Created time.Time    `json:"created,omitzero"`
@@ -78,6 +83,39 @@ type PackageRef struct {
 	Deployed time.Time `json:"deployed"`
 }
 
+// DeployAttempt is a deploy into a slot, recorded before zarf touches the
+// cluster and kept until the deploy finishes.
+type DeployAttempt struct {
+	Digest  string    `json:"digest"`
+	Started time.Time `json:"started"`
+	// Failed is when the deploy failed; zero while it did not finish (it
+	// was killed, or still runs).
+	Failed time.Time `json:"failed,omitzero"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// Describe says what became of the deploy, e.g. "deploy of 34cafc06f5db
+// failed 2026-01-02T03:04:05Z".
+func (a *DeployAttempt) Describe() string {
+	d := a.Digest
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	if !a.Failed.IsZero() {
+		return fmt.Sprintf("deploy of %s failed %s", d, a.Failed.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("deploy of %s did not finish (started %s)", d, a.Started.UTC().Format(time.RFC3339))
+}
+
+// Equal reports whether a and b are the same attempt in the same state
+// (both nil: no attempt).
+func (a *DeployAttempt) Equal(b *DeployAttempt) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Digest == b.Digest && a.Started.Equal(b.Started) && a.Failed.Equal(b.Failed)
+}
+
 // GateResult is the last gate run recorded for a slot.
 type GateResult struct {
 	Gate     string    `json:"gate"`
@@ -88,6 +126,11 @@ type GateResult struct {
 	// Package is the digest deployed when the gate ran, so a pass cannot
 	// be carried over to a different package.
 	Package string `json:"package,omitempty"`
+	// File is the gate file that ran (absolute; "" for the built-in gate,
+	// "-" for stdin), and Digest the sha256 of its bytes: a re-run can
+	// tell it met the same gate again.
+	File   string `json:"file,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // StepRecord is one provider step of create, for idempotent re-runs.

@@ -374,16 +374,28 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	for _, k := range keys {
 		args = append(args, "--set-variables", k+"="+n.Variables[k])
 	}
+	// From here on what the slot holds is not known until the deploy
+	// finishes: its gate result stops vouching for it first (a failed or
+	// killed deploy leaves it so, until a gate passes again).
+	rec.Deploying = &DeployAttempt{Digest: st.Digest, Started: time.Now().UTC()}
+	if err := Save(m.Dir, rec); err != nil {
+		return nil, err
+	}
 	if err := m.step(rec, "deploy", st.Digest[:12], func() error {
 		return m.zarfWithin(ctx, slotName, o.Timeout, "zarfDeployTimeout", args...)
 	}); err != nil {
+		rec.Deploying.Failed, rec.Deploying.Error = time.Now().UTC(), err.Error()
+		if serr := Save(m.Dir, rec); serr != nil {
+			m.logf("warning: recording the failed deploy in the record of slot %s: %v", slotName, serr)
+		}
 		prev := "none"
 		if rec.Package != nil {
 			prev = rec.Package.Digest
 		}
-		return rec, fmt.Errorf("%w\nthe slot's record still names its previous package (%s); kubectl bundle-gate --slot %s shows the cluster's state", err, prev, slotName)
+		return rec, fmt.Errorf("%w\nthe slot's record still names its previous package (%s), but what the slot holds is not known: its last gate no longer counts until one passes again; kubectl bundle-gate --slot %s --record shows the cluster's state and records it", err, prev, slotName)
 	}
 	rec.Package = &PackageRef{Digest: st.Digest, Name: st.Name, Version: st.Version, Deployed: time.Now().UTC()}
+	rec.Deploying = nil
 	// A gate result was for the package deployed before.
 	rec.Gate = nil
 	if err := Save(m.Dir, rec); err != nil {

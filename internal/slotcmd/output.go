@@ -53,7 +53,11 @@ func packageString(p *slot.PackageRef) string {
 	return s
 }
 
-func gateString(g *slot.GateResult) string {
+func gateString(r *slot.Record) string {
+	if r.Deploying != nil {
+		return "not gated: " + r.Deploying.Describe()
+	}
+	g := r.Gate
 	if g == nil {
 		return "-"
 	}
@@ -120,7 +124,7 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 		if l.Active {
 			act = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, act, l.Provider, l.State, l.Context, packageString(l.Package), gateString(l.Gate))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, act, l.Provider, l.State, l.Context, packageString(l.Package), gateString(l.Record))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -170,7 +174,7 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 	if rec.Package != nil {
 		row("deployed", rec.Package.Deployed.Format(time.RFC3339))
 	}
-	row("gate", gateString(rec.Gate))
+	row("gate", gateString(rec))
 	if rec.Gate != nil && len(rec.Gate.Failed) > 0 {
 		row("failed checks", fmt.Sprint(rec.Gate.Failed))
 	}
@@ -250,6 +254,43 @@ func losses(ctx context.Context, cmd *cli.Command, s *session) error {
 		return nil
 	}
 	return errkind.New(errkind.Negative, "not confirmed: slot %s and what it holds are kept", name)
+}
+
+// confirmDestroy lists what destroying slot name loses, as losses does
+// (recorded in the history), and lets the destroy go on only when nothing
+// is listed or the operator says yes on a terminal. Without a terminal it
+// refuses, changing nothing, and names the command with --yes: a retire
+// printed by switch accept, run as printed, never discards workload
+// clusters unasked. forced is a protected slot destroyed with --force:
+// the list is said as a warning and the destroy goes on.
+func (s *session) confirmDestroy(ctx context.Context, name string, forced bool) error {
+	if rec, err := slot.Load(s.dir, name); err == nil && rec.Provider == slot.ProviderExisting {
+		return nil // destroy leaves an existing cluster as it is: only the record goes
+	}
+	l, err := s.m.Losses(ctx, name)
+	if err != nil {
+		// The list is known; only its record in the history failed, as
+		// destroy's own records may: that does not stop the destroy.
+		fmt.Fprintf(s.streams.ErrOut, "warning: recording what slot %s holds in the history: %v\n", name, err)
+	}
+	if l.Empty() {
+		return nil
+	}
+	printLosses(s.streams.ErrOut, l)
+	if forced {
+		fmt.Fprintf(s.streams.ErrOut, "WARNING: --force: discarding what slot %s holds, listed above\n", name)
+		return nil
+	}
+	yes := "kubectl bundle-slot destroy " + name + " --yes"
+	if !askable(s.streams) {
+		return errkind.New(errkind.Conflict, "destroying slot %s loses what is listed above (%s), and there is no terminal to ask: nothing was destroyed; to discard it, run: %s", name, l.Summary(), yes)
+	}
+	fmt.Fprintf(s.streams.ErrOut, "destroy slot %s and discard what it holds, listed above? [y/N] ", name)
+	answer, _ := bufio.NewReader(s.streams.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
+		return nil
+	}
+	return errkind.New(errkind.Conflict, "not confirmed: slot %s and what it holds are kept (%s discards it without asking)", name, yes)
 }
 
 func printLosses(w io.Writer, l *slot.Losses) {

@@ -108,8 +108,9 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf package deploy may take (default --zarf-deploy-timeout, 5m)"},
 					forceFlag("deploy into"),
 				}, Action: slotArg(deploy, true)},
-			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent)", ArgsUsage: "SLOT",
-				Flags:  []cli.Flag{forceFlag("destroy")},
+			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent); when it holds anything slot losses lists (workload clusters, PersistentVolumeClaims, registry content), list it and ask on a terminal, and without one refuse (exit 4) unless --yes", ArgsUsage: "SLOT",
+				Flags: []cli.Flag{forceFlag("destroy"),
+					&cli.BoolFlag{Name: "yes", Usage: "discard what the slot holds without listing it or asking (--force does only for a protected slot, whose override is said and recorded: it lists what is discarded)"}},
 				Action: slotArg(destroy, true)},
 			{Name: "losses", Usage: "list what discarding SLOT loses (its workload clusters, its PersistentVolumeClaims with sizes, its registry's repositories and tags; best effort) and record it in the journal; when there is any, ask on a terminal, and without one refuse (exit 2) unless --yes", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "yes", Usage: "discard what is listed without asking"}},
@@ -425,8 +426,21 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
+	// A protected slot destroyed with --force: the override, said and
+	// recorded by the guard, is the operator's word for what it holds too.
+	forced := false
+	if cmd.Bool("force") {
+		if p, err := s.Protection(); err == nil && p.Why(name) != "" {
+			forced = true
+		}
+	}
 	if err := s.Guard(name, statesession.Destroy, cmd.Bool("force")); err != nil {
 		return err
+	}
+	if !cmd.Bool("yes") {
+		if err := s.confirmDestroy(ctx, name, forced); err != nil {
+			return err
+		}
 	}
 	if err := s.m.Destroy(ctx, name); err != nil {
 		return err

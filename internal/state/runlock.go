@@ -39,12 +39,23 @@ type RunLockedError struct {
 	// Removed: RunLockFile was removed from outside while Orphans, a live
 	// run, still hold the lock on the file they opened.
 	Removed bool
+	// Replaced says what RunLockFile is now when, removed, it was replaced
+	// by what is not a regular file ("" when it was not).
+	Replaced string
+}
+
+// gone says what happened to RunLockFile under the live run.
+func (e *RunLockedError) gone() string {
+	if e.Replaced != "" {
+		return fmt.Sprintf("was replaced from outside by %s", e.Replaced)
+	}
+	return "was removed from outside"
 }
 
 // Orphan is a process that holds the run lock after its script died.
 type Orphan struct {
-	PID     int
-	Command string
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
 }
 
 // holders names the processes that hold the lock (Orphans) and the kill
@@ -64,11 +75,44 @@ func (e *RunLockedError) Running() string {
 	h := e.Holder
 	switch names, kill := e.holders(); {
 	case len(e.Orphans) > 0 && e.Removed:
-		return fmt.Sprintf("%s holds this run (its lock file %s was removed from outside): wait for it to finish, or stop it (%s) and re-run the script", names, RunLockFile, kill)
+		return fmt.Sprintf("%s holds this run (its lock file %s %s): wait for it to finish, or stop it (%s) and re-run the script", names, RunLockFile, e.gone(), kill)
 	case len(e.Orphans) > 0:
 		return fmt.Sprintf("the run of pid %d is gone, but %s still holds it: wait for it to finish, or stop it (%s) and re-run the script", h.PID, names, kill)
 	case h.PID != 0:
 		return fmt.Sprintf("pid %d (%s) holds this run since %s: wait for it to finish", h.PID, h.Command, h.Since.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// Waiting names what to wait for: the processes that hold the run ("the
+// run" when none is named).
+func (e *RunLockedError) Waiting() string {
+	var pids []string
+	for _, o := range e.Orphans {
+		pids = append(pids, strconv.Itoa(o.PID))
+	}
+	switch {
+	case len(pids) == 1:
+		return "pid " + pids[0]
+	case len(pids) > 1:
+		return "pids " + strings.Join(pids, ", ")
+	case e.Holder.PID != 0:
+		return "pid " + strconv.Itoa(e.Holder.PID)
+	}
+	return "the run"
+}
+
+// Stop is what the refusal advises when the run must be stopped: the kill
+// and the re-run that takes the run over ("" when nobody is named).
+func (e *RunLockedError) Stop() string {
+	h := e.Holder
+	switch _, kill := e.holders(); {
+	case len(e.Orphans) > 0 && e.Removed:
+		return fmt.Sprintf("if it hangs, stop it (%s) and re-run the script", kill)
+	case len(e.Orphans) > 0:
+		return fmt.Sprintf("if it hangs, stop it (%s) and re-run the script, which takes the run over: %s", kill, h.Command)
+	case h.PID != 0:
+		return fmt.Sprintf("if it hangs, stop it (kill %d) and re-run it, which takes the run over: %s", h.PID, h.Command)
 	}
 	return ""
 }
@@ -78,8 +122,8 @@ func (e *RunLockedError) Error() string {
 	if len(e.Orphans) > 0 {
 		names, kill := e.holders()
 		if e.Removed {
-			return fmt.Sprintf("the state dir's run lock (%s) was removed from outside, but a live run still holds it: %s; every other mutating command refuses while it lives (--force does not override it): wait for it to finish, or stop it (%s) and re-run the script",
-				RunLockFile, names, kill)
+			return fmt.Sprintf("the state dir's run lock (%s) %s, but a live run still holds it: %s; every other mutating command refuses while it lives (--force does not override it): wait for it to finish, or stop it (%s) and re-run the script",
+				RunLockFile, e.gone(), names, kill)
 		}
 		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (%s) and re-run the script, which takes the run over: %s",
 			h.PID, h.Command, names, kill, h.Command)
@@ -94,13 +138,146 @@ func (e *RunLockedError) Error() string {
 // ErrorKind: a live run owning the state dir is a conflict.
 func (e *RunLockedError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
-// RunLockPath creates the journal dir and returns the path of the run
-// lock, for a script to open on a descriptor of its own.
+// RunLockPath creates the journal dir and the run lock and returns its
+// path, for a script to open on a descriptor of its own. A run lock that
+// is not a regular file is refused (checkRunLock) before anything opens
+// it: the script's open would follow a symlink (and create a dangling
+// one's target).
 func (d *Dir) RunLockPath() (string, error) {
 	if _, err := d.MkdirAll("journal"); err != nil {
 		return "", err
 	}
-	return d.Join(RunLockFile), nil
+	p := d.Join(RunLockFile)
+	if err := checkRunLock(p); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
+	if err != nil {
+		if cerr := checkRunLock(p); cerr != nil {
+			return "", cerr // replaced in between
+		}
+		return "", fmt.Errorf("creating %s: %w", p, err)
+	}
+	defer f.Close()
+	if err := checkOpenRunLock(f, p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// RunLockRepair is the command that repairs a run lock that is not a
+// regular file (Dir.RepairRunLock).
+const RunLockRepair = RepairCommand + "   # checks that no live process holds it, then moves it aside"
+
+// RepairCommand repairs damage to the journal dir from outside: the
+// journal's files (package journal) and the run lock.
+const RepairCommand = "kubectl bundle-journal repair"
+
+// checkRunLock checks what p, the run lock, is without opening it: missing
+// or a regular file is fine. Anything else (a directory, a symlink to
+// anything, a pipe) was put there from outside and is damage naming the
+// repair, unless a live run still holds the lock on the file it replaced
+// (a *RunLockedError naming it: that run is waited for first).
+func checkRunLock(p string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case os.IsNotExist(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("checking %s: %w", p, err)
+	case fi.Mode().IsRegular():
+		return nil
+	}
+	what := nonFile(p, fi)
+	if o := runLockHolders(p); len(o) > 0 {
+		return &RunLockedError{Orphans: o, Removed: true, Replaced: what}
+	}
+	return &DamageError{Path: p, Problem: fmt.Sprintf("it is %s, not the regular file a strategy run holds its lock on: something outside kubectl-bundle put it there, and no run can start or be told while it is there", what),
+		Fix: RunLockRepair}
+}
+
+// checkOpenRunLock checks that f, opened on p without following a
+// symlink, is a regular file (p replaced between a check and the open).
+func checkOpenRunLock(f *os.File, p string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return checkRunLock(p)
+	}
+	return nil
+}
+
+// runLockHolders are the live processes that may hold a run lock that p,
+// not a regular file now, replaced: those with a descriptor open on a
+// removed run lock, or on what p names (a symlink's target, a directory),
+// found through /proc without opening p.
+func runLockHolders(p string) []Orphan {
+	o := removedLockOpeners(p)
+	seen := map[int]bool{}
+	for _, x := range o {
+		seen[x.PID] = true
+	}
+	for _, x := range lockOpeners(p) {
+		if !seen[x.PID] {
+			o = append(o, x)
+		}
+	}
+	return o
+}
+
+// nonFile says what p, not a regular file, is.
+func nonFile(p string, fi os.FileInfo) string {
+	m := fi.Mode()
+	switch {
+	case m&os.ModeSymlink != 0:
+		if to, err := os.Readlink(p); err == nil {
+			return fmt.Sprintf("a symlink (to %s)", to)
+		}
+		return "a symlink"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return fmt.Sprintf("not a regular file (mode %s)", m)
+}
+
+// IsRunLockDamage reports whether err is the damage checkRunLock reports
+// for this state dir's run lock.
+func (d *Dir) IsRunLockDamage(err error) bool {
+	var de *DamageError
+	return errors.As(err, &de) && de.Path == d.Join(RunLockFile)
+}
+
+// RepairRunLock moves the run lock aside when it is not a regular file and
+// no live process holds it, and says what it did ("" when the run lock is
+// fine or missing). The next run creates a new one. What it moves is never
+// opened: a symlink is moved, not its target. The caller holds the state
+// lock; a run that still holds the lock it replaced is refused
+// (*RunLockedError).
+func (d *Dir) RepairRunLock() (string, error) {
+	p := d.Join(RunLockFile)
+	if err := checkRunLock(p); !d.IsRunLockDamage(err) {
+		return "", err
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "", fmt.Errorf("checking %s: %w", p, err)
+	}
+	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	if err := os.Rename(p, aside); err != nil {
+		return "", fmt.Errorf("moving %s aside: %w", p, err)
+	}
+	if err := SyncDir(filepath.Dir(p)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("moved %s, %s, aside to %s (no live process holds it); the next strategy run creates a new one", RunLockFile, nonFile(aside, fi), aside), nil
 }
 
 // HoldRun takes the run lock on fd, a descriptor the calling script opened
@@ -114,6 +291,9 @@ func (d *Dir) HoldRun(fd int, h Holder) error {
 		return err
 	}
 	if err := sameFile(fd, p); err != nil {
+		if cerr := checkRunLock(p); cerr != nil {
+			return cerr
+		}
 		return err
 	}
 	if err := flockRetry(fd, syscall.LOCK_EX); err != nil {
@@ -156,7 +336,16 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 	if own, err := inheritedRun(p); err != nil || own {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Not a regular file: damage (or a run that holds the lock it
+	// replaced), said before anything opens it.
+	if err := checkRunLock(p); err != nil {
+		var le *RunLockedError
+		if errors.As(err, &le) {
+			return le, nil
+		}
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if os.IsNotExist(err) {
 		// Removed from outside under a live run: the run still holds the
 		// lock on the file it opened.
@@ -166,9 +355,19 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 		return nil, nil
 	}
 	if err != nil {
+		if cerr := checkRunLock(p); cerr != nil {
+			return nil, cerr // replaced in between
+		}
 		return nil, fmt.Errorf("opening %s: %w", p, err)
 	}
 	defer f.Close() // releases this probe
+	if err := checkOpenRunLock(f, p); err != nil {
+		var le *RunLockedError
+		if errors.As(err, &le) {
+			return le, nil
+		}
+		return nil, err
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
 		// A fresh run.lock (recreated after it was removed from outside)
 		// does not end the run that holds the removed one.

@@ -94,3 +94,72 @@ func TestRunLock(t *testing.T) {
 		t.Fatalf("after the re-run took over: %+v", h)
 	}
 }
+
+// A run lock that is not a regular file is damage for every probe and
+// every run, and RepairRunLock moves it aside without touching what a
+// symlink names.
+func TestRunLockNotAFile(t *testing.T) {
+	t.Setenv(EnvRunFD, "")
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(t.TempDir(), "none")
+	for _, c := range []struct {
+		name, what string
+		make       func(p string) error
+	}{
+		{"directory", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{"symlink", "a symlink (to " + outside + ")", func(p string) error { return os.Symlink(outside, p) }},
+		{"dangling symlink", "a symlink (to " + dangling + ")", func(p string) error { return os.Symlink(dangling, p) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := Open(filepath.Join(t.TempDir(), "s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.MkdirAll("journal"); err != nil {
+				t.Fatal(err)
+			}
+			p := d.Join(RunLockFile)
+			if err := c.make(p); err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, err error) {
+				t.Helper()
+				if !d.IsRunLockDamage(err) || errkind.Of(err) != errkind.Environment ||
+					!strings.Contains(err.Error(), p+" is damaged: it is "+c.what+", not the regular file") ||
+					!strings.HasSuffix(err.Error(), "; repair: "+RunLockRepair) {
+					t.Errorf("%s: %v (kind %v)", what, err, errkind.Of(err))
+				}
+			}
+			_, err = d.RunConflict()
+			check("RunConflict", err)
+			_, err = d.RunLockPath()
+			check("RunLockPath", err)
+			check("HoldRun", d.HoldRun(3, Holder{PID: 1}))
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "keep\n" {
+				t.Fatalf("the symlink's target was touched: %q, %v", b, err)
+			}
+			if _, err := os.Lstat(dangling); !os.IsNotExist(err) {
+				t.Fatalf("the dangling symlink's target was created: %v", err)
+			}
+			note, err := d.RepairRunLock()
+			if err != nil || !strings.Contains(note, "moved "+RunLockFile+", "+c.what+", aside to "+p+".damaged-") {
+				t.Fatalf("repair: %q, %v", note, err)
+			}
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "keep\n" {
+				t.Fatalf("the repair touched the symlink's target: %q, %v", b, err)
+			}
+			if e, err := d.RunConflict(); e != nil || err != nil {
+				t.Fatalf("after the repair: %v, %v", e, err)
+			}
+			if _, err := d.RunLockPath(); err != nil {
+				t.Fatalf("after the repair: %v", err)
+			}
+			if note, err := d.RepairRunLock(); note != "" || err != nil {
+				t.Fatalf("repairing a sound run lock: %q, %v", note, err)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/mover"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -59,7 +60,12 @@ what the workload clusters do:
             unpause on the target) is recorded in <state>/pivot.json and the
             history: re-run after a crash, the switch finishes the move when
             its deletes had begun (resumed) and otherwise undoes it and
-            unpauses the source (unpaused), says which, and goes on.`
+            unpauses the source (unpaused), says which, and goes on. A move
+            that fails (the target refuses a create, the source a delete)
+            before the deletes on the source is undone at once: the partial
+            copy removed, the source's clusters unpaused, nothing switched
+            (exit 3, naming how to finish it or go back); from the deletes
+            on, the same command re-run finishes the move.`
 
 // exitCodes is this binary's part of the suite's exit-code table.
 var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
@@ -153,7 +159,8 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 	soak, _ := time.ParseDuration(cfg.SoakWindow)
 	s := &session{Session: ss, streams: streams, common: common}
 	s.sw = &switchover.Switcher{Dir: dir, Run: runner.Exec{}, AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
-		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age")}
+		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age"),
+		Pivot: mover.Run}
 	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}}
 	s.sw.Workloads = m.RunningWorkloads
 	if !common.Quiet {

@@ -2,6 +2,7 @@ package switchover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -27,6 +28,11 @@ func (s *Switcher) endpoint(name string) (pivot.Endpoint, error) {
 // PivotPlan is the pivot a switch from previous to target would do, for
 // a preflight that changes nothing.
 func (s *Switcher) PivotPlan(ctx context.Context, previous, target string) (*pivot.Plan, error) {
+	// Checked here too, with the other preconditions, before the switch
+	// writes its intent.
+	if err := s.canPivot(previous, target); err != nil {
+		return nil, err
+	}
 	from, err := s.endpoint(previous)
 	if err != nil {
 		return nil, err
@@ -40,8 +46,10 @@ func (s *Switcher) PivotPlan(ctx context.Context, previous, target string) (*piv
 
 // pivotObjects moves the Cluster API objects from slot from to slot to,
 // each phase recorded in the history; yes accepts a pivot that a revert
-// could not undo.
-func (s *Switcher) pivotObjects(ctx context.Context, from, to string, yes bool) error {
+// could not undo. during is the switch's phase (PhaseSwitching for to,
+// PhaseSwitchingBack for back): a pivot undone after a failure names the
+// way on from it.
+func (s *Switcher) pivotObjects(ctx context.Context, from, to, during string, yes bool) error {
 	if from == "" {
 		return &ConflictError{fmt.Sprintf("--mode pivot moves the workload clusters from the active slot to %s, and no slot is active", to)}
 	}
@@ -53,7 +61,10 @@ func (s *Switcher) pivotObjects(ctx context.Context, from, to string, yes bool) 
 	if err != nil {
 		return err
 	}
-	res, err := pivot.Run(ctx, pivot.Options{From: fe, To: te, RecordPath: s.pivotPath(), Yes: yes, Log: s.Log,
+	if err := s.canPivot(from, to); err != nil {
+		return err
+	}
+	res, err := s.Pivot(ctx, pivot.Options{From: fe, To: te, RecordPath: s.pivotPath(), Yes: yes, Log: s.Log,
 		Event: func(phase, status, detail string) {
 			if s.Journal == nil {
 				return
@@ -64,6 +75,16 @@ func (s *Switcher) pivotObjects(ctx context.Context, from, to string, yes bool) 
 			}
 			_ = s.Journal.Record(journal.Event{Type: "pivot", Slot: to, Detail: d, Status: status})
 		}})
+	if undone := (*pivot.UndoneError)(nil); errors.As(err, &undone) {
+		// Nothing was switched: the pointer and the aliases are still
+		// on from, which manages the workload clusters.
+		if during == PhaseSwitchingBack {
+			undone.Next = fmt.Sprintf("slot %s stays active and keeps the workload clusters; once slot %s takes the objects, switch back again: kubectl bundle-switch back", from, to)
+		} else {
+			undone.Next = fmt.Sprintf("the switch to slot %s did not happen and slot %s stays active. Once slot %s takes the objects, finish it: kubectl bundle-switch to %s; or stay on slot %s: kubectl bundle-switch back (during a blue-green update: %s revert)",
+				to, from, to, to, from, journal.ScriptPath(journal.BlueGreen))
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -79,4 +100,13 @@ func (s *Switcher) interruptedPivot() (bool, error) {
 		return false, err
 	}
 	return r.Interrupted(), nil
+}
+
+// canPivot refuses a pivot in a binary that does not link the mover
+// (Switcher.Pivot nil: every plugin but switch).
+func (s *Switcher) canPivot(from, to string) error {
+	if s.Pivot == nil {
+		return &ConflictError{fmt.Sprintf("moving the workload clusters from slot %s to slot %s (switch mode pivot) is done by the switch plugin: run kubectl bundle-switch to %s", from, to, to)}
+	}
+	return nil
 }

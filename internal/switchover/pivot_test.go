@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/mover"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -24,16 +25,13 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 )
 
-// TestSwitchPivotAndBack switches from slot a to slot b with --mode pivot
-// on two real API servers holding the Cluster API, kubeadm and CAPD CRDs:
-// the workload cluster's objects move to b and the pointer follows; back
-// during the soak moves them to a again; a switch whose target no longer
-// serves a moved kind is refused before the pointer or any object moves.
-func TestSwitchPivotAndBack(t *testing.T) {
-	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", nil)
-	const ns = "airgap-workloads"
-	a.Graph(t, ns, "airgap-wl-a")
-
+// pivotSite is two real API servers holding the Cluster API, kubeadm and
+// CAPD CRDs as slots a and b (existing provider, gated), a workload
+// cluster's objects on a, and a Switcher (with the mover) switched to a.
+func pivotSite(t *testing.T) (a, b *pivottest.Site, s *Switcher, log *strings.Builder) {
+	t.Helper()
+	a, b = pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", nil)
+	a.Graph(t, pivotNS, "airgap-wl-a")
 	root := t.TempDir()
 	d, err := state.Open(filepath.Join(root, "state"))
 	if err != nil {
@@ -55,14 +53,27 @@ func TestSwitchPivotAndBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var log strings.Builder
-	s := &Switcher{Dir: d, Run: runner.Exec{}, Journal: journal.New(d), AliasContext: "kind-airgap-mgmt", Kubeconfig: kubeconfig,
-		SoakWindow: time.Hour, MaxGateAge: time.Hour, Log: &log,
+	log = &strings.Builder{}
+	s = &Switcher{Dir: d, Run: runner.Exec{}, Journal: journal.New(d), AliasContext: "kind-airgap-mgmt", Kubeconfig: kubeconfig,
+		SoakWindow: time.Hour, MaxGateAge: time.Hour, Log: log, Pivot: mover.Run,
 		GateBack: func(context.Context, string) error { return nil }}
-	ctx := context.Background()
-	if _, err := s.To(ctx, "a", false); err != nil {
+	if _, err := s.To(context.Background(), "a", false); err != nil {
 		t.Fatal(err)
 	}
+	return a, b, s, log
+}
+
+// pivotNS is the namespace of pivotSite's workload cluster.
+const pivotNS = "airgap-workloads"
+
+// TestSwitchPivotAndBack switches from slot a to slot b with --mode pivot
+// on two real API servers holding the Cluster API, kubeadm and CAPD CRDs:
+// the workload cluster's objects move to b and the pointer follows; back
+// during the soak moves them to a again; a switch whose target no longer
+// serves a moved kind is refused before the pointer or any object moves.
+func TestSwitchPivotAndBack(t *testing.T) {
+	a, b, s, log := pivotSite(t)
+	ctx := context.Background()
 
 	s.Mode = journal.SwitchPivot
 	sw, err := s.To(ctx, "b", false)
@@ -72,14 +83,14 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	if sw.Mode != journal.SwitchPivot || sw.Previous != "a" || s.Pivoted() == nil || s.Pivoted().Moved < 18 {
 		t.Errorf("switch record %+v, pivoted %+v: want mode pivot from a with the 18 objects", sw, s.Pivoted())
 	}
-	pivottest.RequireWhole(t, b, a, ns)
-	if act, _ := slot.ReadActive(d); act != "b" {
+	pivottest.RequireWhole(t, b, a, pivotNS)
+	if act, _ := slot.ReadActive(s.Dir); act != "b" {
 		t.Errorf("active = %q after the pivot, want b", act)
 	}
 	if !strings.Contains(log.String(), "revertible: slot a serves") {
 		t.Errorf("the switch did not say the pivot is revertible before it:\n%s", log.String())
 	}
-	h, err := journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	h, err := journal.ReadHistory(s.Dir.Join(journal.Dir, journal.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +105,13 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	}
 
 	// A revert during the soak moves the objects back.
-	b.Provisioned(t, ns)      // slot b's providers rebuild the status
+	b.Provisioned(t, pivotNS) // slot b's providers rebuild the status
 	s.Mode = journal.SwitchS2 // back follows the switch record, not the flag
 	if _, err := s.Back(ctx, false); err != nil {
 		t.Fatalf("back: %v\n%s", err, log.String())
 	}
-	pivottest.RequireWhole(t, a, b, ns)
-	if act, _ := slot.ReadActive(d); act != "a" {
+	pivottest.RequireWhole(t, a, b, pivotNS)
+	if act, _ := slot.ReadActive(s.Dir); act != "a" {
 		t.Errorf("active = %q after back, want a", act)
 	}
 
@@ -113,20 +124,20 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	if err := waitGone(ctx, b, crd); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(d.Join(RecordFile))
+	before, _ := os.ReadFile(s.Dir.Join(RecordFile))
 	s.Mode = journal.SwitchPivot
 	_, err = s.To(ctx, "b", false)
 	var ue *pivot.UnservedError
 	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment || !strings.Contains(err.Error(), "infrastructure.cluster.x-k8s.io/v1beta2, Kind=DockerMachine") {
 		t.Fatalf("switch to b --mode pivot with b not serving DockerMachine: %v, want exit 3 naming it", err)
 	}
-	if act, _ := slot.ReadActive(d); act != "a" {
+	if act, _ := slot.ReadActive(s.Dir); act != "a" {
 		t.Errorf("active = %q after the refused pivot, want a", act)
 	}
-	if after, _ := os.ReadFile(d.Join(RecordFile)); string(after) != string(before) {
+	if after, _ := os.ReadFile(s.Dir.Join(RecordFile)); string(after) != string(before) {
 		t.Errorf("the refused pivot rewrote switch.json:\n%s", after)
 	}
-	if n, m := len(a.Objects(t, ns, "Machine")), len(b.Objects(t, ns, "Cluster")); n != 2 || m != 0 {
+	if n, m := len(a.Objects(t, pivotNS, "Machine")), len(b.Objects(t, pivotNS, "Cluster")); n != 2 || m != 0 {
 		t.Errorf("after the refused pivot slot a has %d Machines (want 2) and slot b %d Clusters (want 0)", n, m)
 	}
 }

@@ -73,6 +73,11 @@ type Switcher struct {
 	Mode string
 	// Yes accepts a pivot that a revert could not move back.
 	Yes bool
+	// Pivot moves the Cluster API objects (internal/pivot/mover.Run).
+	// Only the switch plugin sets it: Cluster API's packages would double
+	// the start-up of every plugin process that linked them. Nil: a switch
+	// that must pivot refuses, naming kubectl bundle-switch.
+	Pivot func(ctx context.Context, o pivot.Options) (*pivot.Result, error)
 	// Workloads lists the workload clusters a slot runs (for the S1
 	// accept, which records them as the previous slot's).
 	Workloads func(ctx context.Context, slot string) ([]string, error)
@@ -291,6 +296,8 @@ func (s *Switcher) checkGate(rec *slot.Record) error {
 	g := rec.Gate
 	hint := fmt.Sprintf("run kubectl bundle-gate --slot %s --record, or pass --force", rec.Name)
 	switch {
+	case rec.Deploying != nil:
+		return &GateError{fmt.Sprintf("slot %s: its %s, so what it holds is not known and its last gate no longer counts: %s", rec.Name, rec.Deploying.Describe(), hint)}
 	case g == nil:
 		return &GateError{fmt.Sprintf("slot %s has no recorded gate result: %s", rec.Name, hint)}
 	case !g.Passed:
@@ -320,7 +327,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		// The workload clusters move before the pointer: until they are
 		// on target, the previous slot stays the one that manages them.
 		// The way back was checked before the switch began.
-		if err := s.pivotObjects(ctx, previous, target, true); err != nil {
+		if err := s.pivotObjects(ctx, previous, target, during, true); err != nil {
 			return nil, err
 		}
 	}

@@ -9,13 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/checkout"
 )
 
 // Binaries are the programs envtest needs from the assets directory.
@@ -30,9 +31,6 @@ func AssetsDir() string {
 	return filepath.Join(RepoRoot(), "bin", "testbin")
 }
 
-// modulePath is the main module's path, as its go.mod names it.
-const modulePath = "github.com/kubectl-bundle/kubectl-bundle"
-
 // RepoRoot returns the repository's root: the nearest directory, from the
 // working directory up, whose go.mod is the main module's (a test runs in
 // its package's directory). A build with -trimpath (what make test uses,
@@ -40,27 +38,12 @@ const modulePath = "github.com/kubectl-bundle/kubectl-bundle"
 // source path to start from; without one, this file's own path is used.
 func RepoRoot() string {
 	if dir, err := os.Getwd(); err == nil {
-		for d := dir; ; d = filepath.Dir(d) {
-			if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modfileModule(b) == modulePath {
-				return d
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
+		if root := checkout.Around(dir); root != "" {
+			return root
 		}
 	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// modfileModule returns the module path a go.mod's module line names.
-func modfileModule(b []byte) string {
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`)
-		}
-	}
-	return ""
 }
 
 // Start starts an API server for the test and stops it when the test ends.

@@ -1,4 +1,4 @@
-package pivot
+package mover
 
 import (
 	"bytes"
@@ -18,17 +18,18 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
-// envHelper makes the test binary run one pivot (Options as JSON) and
+// envHelper makes the test binary run one pivot (pivot.Options as JSON) and
 // exit: the kill tests' process, which a crash point kills.
 const envHelper = "KUBECTL_BUNDLE_TEST_PIVOT"
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(envHelper); spec != "" {
-		var o Options
+		var o pivot.Options
 		if err := json.Unmarshal([]byte(spec), &o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(cli.ExitUsage)
@@ -46,17 +47,17 @@ func TestMain(m *testing.M) {
 
 const ns = "airgap-workloads"
 
-func ep(s *pivottest.Site) Endpoint {
-	return Endpoint{Slot: s.Slot, Kubeconfig: s.Kubeconfig, Context: s.Context}
+func ep(s *pivottest.Site) pivot.Endpoint {
+	return pivot.Endpoint{Slot: s.Slot, Kubeconfig: s.Kubeconfig, Context: s.Context}
 }
 
 func TestPivotMovesAndReverts(t *testing.T) {
 	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", nil)
 	a.Graph(t, ns, "airgap-wl")
-	rec := filepath.Join(t.TempDir(), File)
+	rec := filepath.Join(t.TempDir(), pivot.File)
 	var log bytes.Buffer
 	var events []string
-	opts := Options{From: ep(a), To: ep(b), RecordPath: rec, Log: &log,
+	opts := pivot.Options{From: ep(a), To: ep(b), RecordPath: rec, Log: &log,
 		Event: func(p, s, _ string) { events = append(events, p+" "+s) }}
 	res, err := Run(context.Background(), opts)
 	if err != nil {
@@ -69,8 +70,8 @@ func TestPivotMovesAndReverts(t *testing.T) {
 	if !strings.Contains(log.String(), "1 Cluster") || !strings.Contains(log.String(), "revertible: slot a serves") {
 		t.Errorf("the plan is not said before the move:\n%s", log.String())
 	}
-	r, err := LoadRecord(rec)
-	if err != nil || r.Phase != PhaseDone || len(r.Clusters) != 1 {
+	r, err := pivot.LoadRecord(rec)
+	if err != nil || r.Phase != pivot.PhaseDone || len(r.Clusters) != 1 {
 		t.Fatalf("record after the pivot: %+v, %v; want DONE with the one paused Cluster", r, err)
 	}
 	want := []string{"PAUSING started", "PAUSING done", "COPYING started", "COPYING done", "DELETING started", "DELETING done", "UNPAUSING started", "UNPAUSING done"}
@@ -109,9 +110,9 @@ func dropVersion(kind string) func(*apiextensionsv1.CustomResourceDefinition) {
 func TestPivotRefusesUnservedVersionBeforeAnythingMoves(t *testing.T) {
 	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", dropVersion("DockerMachine"))
 	a.Graph(t, ns, "airgap-wl")
-	rec := filepath.Join(t.TempDir(), File)
-	_, err := Run(context.Background(), Options{From: ep(a), To: ep(b), RecordPath: rec, Yes: true})
-	var ue *UnservedError
+	rec := filepath.Join(t.TempDir(), pivot.File)
+	_, err := Run(context.Background(), pivot.Options{From: ep(a), To: ep(b), RecordPath: rec, Yes: true})
+	var ue *pivot.UnservedError
 	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment {
 		t.Fatalf("err = %v, want an UnservedError (exit 3)", err)
 	}
@@ -159,10 +160,10 @@ func addStorageVersion(kind string) func(*apiextensionsv1.CustomResourceDefiniti
 func TestPivotNotRevertibleNeedsYes(t *testing.T) {
 	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", addStorageVersion("DockerCluster"))
 	a.Graph(t, ns, "airgap-wl")
-	rec := filepath.Join(t.TempDir(), File)
-	opts := Options{From: ep(a), To: ep(b), RecordPath: rec}
+	rec := filepath.Join(t.TempDir(), pivot.File)
+	opts := pivot.Options{From: ep(a), To: ep(b), RecordPath: rec}
 	_, err := Run(context.Background(), opts)
-	var nr *NotRevertibleError
+	var nr *pivot.NotRevertibleError
 	if !errors.As(err, &nr) || errkind.Of(err) != errkind.Usage || !strings.Contains(err.Error(), "--yes") ||
 		!strings.Contains(err.Error(), "infrastructure.cluster.x-k8s.io/v1beta3, Kind=DockerCluster") {
 		t.Fatalf("err = %v, want a NotRevertibleError (exit 2) naming v1beta3 DockerCluster and --yes", err)
@@ -186,13 +187,13 @@ func TestPivotNotRevertibleNeedsYes(t *testing.T) {
 func TestPivotKilled(t *testing.T) {
 	a, b := pivottest.StartSite(t, "a", nil), pivottest.StartSite(t, "b", nil)
 	a.Graph(t, ns, "airgap-wl")
-	rec := filepath.Join(t.TempDir(), File)
+	rec := filepath.Join(t.TempDir(), pivot.File)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := func(from, to *pivottest.Site, crashAt string) (string, int) {
-		spec, _ := json.Marshal(Options{From: ep(from), To: ep(to), RecordPath: rec})
+		spec, _ := json.Marshal(pivot.Options{From: ep(from), To: ep(to), RecordPath: rec})
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), envHelper+"="+string(spec), state.EnvCrashAt+"="+crashAt)
 		out, _ := cmd.CombinedOutput()

@@ -1,4 +1,4 @@
-package pivot
+package mover
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -21,8 +22,8 @@ import (
 // delete on the source). Each is recorded before the request is sent.
 type watcher struct {
 	mu      sync.Mutex
-	o       *Options
-	rec     *Record
+	o       *pivot.Options
+	rec     *pivot.Record
 	creates int
 	deletes int
 }
@@ -33,30 +34,30 @@ func (w *watcher) phase(p string) error {
 	}
 	prev := w.rec.Phase
 	w.rec.Phase = p
-	if err := saveRecord(w.o.RecordPath, w.rec); err != nil {
+	if err := pivot.SaveRecord(w.o.RecordPath, w.rec); err != nil {
 		return err
 	}
-	w.o.event(prev, "done", "")
-	if p != PhaseDone {
-		w.o.event(p, "started", "")
+	w.o.Emit(prev, "done", "")
+	if p != pivot.PhaseDone {
+		w.o.Emit(p, "started", "")
 	}
 	return nil
 }
 
-func refOf(c client.Client, obj client.Object) (ObjectRef, error) {
+func refOf(c client.Client, obj client.Object) (pivot.ObjectRef, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Empty() {
 		var err error
 		if gvk, err = apiutil.GVKForObject(obj, c.Scheme()); err != nil {
-			return ObjectRef{}, err
+			return pivot.ObjectRef{}, err
 		}
 	}
-	return ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
+	return pivot.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
 }
 
 var clusterGK = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Cluster"}
 
-func isCluster(ref ObjectRef) bool {
+func isCluster(ref pivot.ObjectRef) bool {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 	return gv.Group == clusterGK.Group && ref.Kind == clusterGK.Kind
 }
@@ -122,18 +123,18 @@ func (c *watchedClient) Delete(ctx context.Context, obj client.Object, opts ...c
 
 // clusterPatch sees the mover pause a Cluster on the source or unpause it
 // on the target.
-func (w *watcher) clusterPatch(ref ObjectRef, source bool, data string) error {
+func (w *watcher) clusterPatch(ref pivot.ObjectRef, source bool, data string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case source && data == `{"spec":{"paused":true}}`:
 		w.rec.Clusters = append(w.rec.Clusters, ref)
-		if err := saveRecord(w.o.RecordPath, w.rec); err != nil {
+		if err := pivot.SaveRecord(w.o.RecordPath, w.rec); err != nil {
 			return err
 		}
 		state.CrashPoint(fmt.Sprintf("pivot:pause:%d", len(w.rec.Clusters)))
 	case !source && data == `{"spec":{"paused":null}}`:
-		if err := w.phase(PhaseUnpausing); err != nil {
+		if err := w.phase(pivot.PhaseUnpausing); err != nil {
 			return err
 		}
 		state.CrashPoint("pivot:unpause")
@@ -141,22 +142,22 @@ func (w *watcher) clusterPatch(ref ObjectRef, source bool, data string) error {
 	return nil
 }
 
-func (w *watcher) create(ref ObjectRef) error {
+func (w *watcher) create(ref pivot.ObjectRef) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.rec.Phase == PhaseDeleting || w.rec.Phase == PhaseUnpausing {
+	if w.rec.Phase == pivot.PhaseDeleting || w.rec.Phase == pivot.PhaseUnpausing {
 		return errors.New("the mover created an object on the target after it began deleting on the source")
 	}
-	w.rec.Phase = PhaseCopying
+	w.rec.Phase = pivot.PhaseCopying
 	if slices.Contains(w.rec.Objects, ref) {
 		return nil // the mover retrying a create
 	}
 	w.rec.Objects = append(w.rec.Objects, ref)
 	if w.creates == 0 {
-		w.o.event(PhasePausing, "done", "")
-		w.o.event(PhaseCopying, "started", "")
+		w.o.Emit(pivot.PhasePausing, "done", "")
+		w.o.Emit(pivot.PhaseCopying, "started", "")
 	}
-	if err := saveRecord(w.o.RecordPath, w.rec); err != nil {
+	if err := pivot.SaveRecord(w.o.RecordPath, w.rec); err != nil {
 		return err
 	}
 	w.creates++
@@ -167,7 +168,7 @@ func (w *watcher) create(ref ObjectRef) error {
 func (w *watcher) delete() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.phase(PhaseDeleting); err != nil {
+	if err := w.phase(pivot.PhaseDeleting); err != nil {
 		return err
 	}
 	w.deletes++
