@@ -144,7 +144,7 @@ apply() {
       ROLLBACK_WHY="the switch to slot $candidate refused (exit $rc, see above): the update was rolled back"
       rollback "switch to slot $candidate (refused before anything was switched)"
     fi
-    fail "switch to slot $candidate did not finish: re-run this command to complete it"
+    fail "switch to slot $candidate did not finish: re-run it to complete it: $RERUN_CMD"
     finish 3
   fi
   pass "switched to slot $candidate; soaking (accept: $(quoted "$SELF" accept), revert: $(quoted "$SELF" revert))"
@@ -247,7 +247,7 @@ revert() {
     local switch_args=()
     [ -z "$GATE_FILE" ] || switch_args+=(--gate "$GATE_FILE")
     [ -z "$GATE_TIMEOUT" ] || switch_args+=(--gate-timeout "$GATE_TIMEOUT")
-    kb "$SWITCH" back "${switch_args[@]}" "${force[@]}" || { fail "switching back: re-run this command"; finish 3; }
+    kb "$SWITCH" back "${switch_args[@]}" "${force[@]}" || { fail "switching back did not finish: re-run it to complete it: $RERUN_CMD"; finish 3; }
   fi
   pass "switched back to slot $previous"
   rc=0

@@ -225,9 +225,13 @@ parse_args() {
 # every plugin call inherits (so they are part of the run) and which the
 # kernel closes when the script dies: a killed run's re-run takes over at
 # once. While it lives, every other mutating command refuses (exit 4),
-# naming this pid and COMMAND, the line that re-runs this script.
+# naming this pid and COMMAND, the line that re-runs this script (kept in
+# RERUN_CMD for the script's own advice).
+RERUN_CMD=""
 hold_run() {
   local path
+  # shellcheck disable=SC2034 # read by blue-green.sh
+  RERUN_CMD=$1
   path=$("$JOURNAL" lock-run --path) || exit
   exec {KB_RUN_FD}<>"$path"
   export KUBECTL_BUNDLE_RUN_FD=$KB_RUN_FD
