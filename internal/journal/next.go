@@ -203,7 +203,8 @@ func NextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 }
 
 // NextWithGateFile is NextWithGate knowing that the gate file t was begun
-// with cannot be read (gateErr, nil when it can or there is none): a
+// with cannot be read or is not a valid gate (gateErr, nil when it is
+// one, or there is none): a
 // command that gates with it refuses until it is back, so the gate with
 // that file is never the next command, and the re-run, which keeps the
 // run's verification material and gate timeout, says where the file must
@@ -215,7 +216,7 @@ func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *Fail
 	}
 	file := shellWord(t.Gate.File)
 	n.MissingGate = t.Gate.File
-	n.Why += fmt.Sprintf("; but the gate file %s this run used is gone or cannot be read (%v), so the command refuses (exit 2, nothing changed) until it is back: restore it at %s and run the command as printed, or pass another gate: the same command with --gate ABS_PATH in place of --gate %s",
+	n.Why += fmt.Sprintf("; but the gate file %s this run used is gone, unreadable or invalid (%v), so the command refuses (exit 2, nothing changed) until it is back: restore it at %s and run the command as printed, or pass another gate: the same command with --gate ABS_PATH in place of --gate %s",
 		file, gateErr, file, file)
 	return n
 }

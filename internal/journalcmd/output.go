@@ -9,6 +9,7 @@ import (
 	"time"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
@@ -227,7 +228,10 @@ func gateFileErr(t *journal.Transaction) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := f.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+	// Parsed as the gate parses it: a file that is there but damaged
+	// (truncated, edited into invalid YAML) refuses the re-run just the
+	// same (exit 2), so it must not be printed as the way on.
+	if _, _, err := gate.Parse(f); err != nil {
 		return err
 	}
 	return nil
