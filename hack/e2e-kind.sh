@@ -63,7 +63,10 @@ fail() {
 }
 
 t=$(now)
-images_env=$("$root/hack/images/build.sh")
+# The images build in make test's low-weight cgroup (hack/lowcpu.sh), as
+# the go tests run: on a cold machine they build beside those tests at nice
+# 10, and in a cgroup of higher weight they would take the cores from them.
+images_env=$("$root/hack/lowcpu.sh" "$root/hack/images/build.sh")
 # shellcheck disable=SC1090
 . "$images_env"
 m images "$t"
@@ -407,9 +410,15 @@ echo "e2e-kind: zarf's agent patched $patched workload pods to $(echo "$images" 
 # Services answer from the node's own network through kube-proxy's rules, with
 # two endpoints behind the Service (the API server reaches zarf's agent that
 # way; a rule kube-proxy cannot write leaves the ClusterIP unrouted).
+# kube-proxy writes a Service's rules a moment after its endpoints become
+# ready (until then the ClusterIP rejects: "connection refused" after 0 ms,
+# seen once on a cold run), so the check tries for up to 30 s.
 svc_ip=$(kubectl --context kind-kb-e2e-a -n bench get svc workload -o jsonpath='{.spec.clusterIP}')
-out=$(docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/" 2>&1) ||
-  fail "the workload's Service $svc_ip does not answer from the node: $out"
+for i in $(seq 1 30); do
+  out=$(docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/" 2>&1) && break
+  [ "$i" = 30 ] && fail "the workload's Service $svc_ip does not answer from the node within 30 s: $out"
+  sleep 1
+done
 case $out in "workload "*) ;; *) fail "the Service $svc_ip answered '$out', not the workload" ;; esac
 if kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -q 'Failed to execute iptables-restore'; then
   fail "kube-proxy could not write its rules: $(kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -A3 'Failed to execute' | tail -4)"

@@ -14,7 +14,9 @@
 # cgroup v2 cpu.weight gets the same fraction): when both want the cores,
 # the kind nodes (Docker's cgroup, the default weight) get about 4/5 of
 # them, and when the nodes idle the tests get all of it. The weight only
-# orders who waits; it caps nothing.
+# orders who waits; it caps nothing. The kind part's image build joins the
+# same cgroup (hack/e2e-kind.sh), so on a cold machine the images and the
+# go tests share it as before, the images at nice 10.
 #
 # Where no cgroup can be made (not root, no writable cpu controller), CMD
 # runs as it is and this says so.
