@@ -75,7 +75,7 @@ adopt_cleanup() {
       done
       kubectl-bundle-journal status 2>&1 | head -5 >&2 || true
     fi
-    for s in b a; do kubectl-bundle-slot destroy "$s" --force >/dev/null 2>&1 || true; done
+    for s in b a; do kubectl-bundle-slot destroy "$s" --force --yes >/dev/null 2>&1 || true; done
     docker ps -aq --filter "label=io.x-k8s.kind.cluster=$site_cluster" | xargs -r docker rm -f >/dev/null 2>&1 || true
     docker rm -f "$site_registry" "$site_wl-lb" >/dev/null 2>&1 || true
   ) || true
@@ -207,7 +207,7 @@ EOF
   kubectl-bundle-gate --slot b -f "$gate" --once >/dev/null || fail "slot b fails its gate after accept"
 
   t=$(now)
-  kubectl-bundle-slot destroy b --force
+  kubectl-bundle-slot destroy b --force --yes
   m "adopt: slot destroy b" "$t"
   left=$(docker ps -a --format '{{.Names}}' | grep "^$site_cluster-\|^$site_registry" || true)
   [ -z "$left" ] || fail "containers left after destroy: $left"

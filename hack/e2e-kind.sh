@@ -119,10 +119,16 @@ cleanup() {
       echo "--- slot $s's pods" >&2
       kubectl --context "kind-kb-e2e-$s" get pods -A -o wide 2>&1 | tail -20 >&2 || true
     fi
-    kubectl-bundle-slot destroy "$s" --force >/dev/null 2>&1 || true
+    kubectl-bundle-slot destroy "$s" --force --yes >/dev/null 2>&1 || true
   done
   adopt_cleanup "$rc"
   docker ps -aq --filter label=dev.kubectl-bundle.e2e | xargs -r docker rm -f >/dev/null 2>&1 || true
+  # Whatever a refused or failed destroy left of the bench's slots (the
+  # kind nodes and registries carry the bench's name prefix): a next run's
+  # preflight would refuse their names.
+  if [ "$rc" != 0 ]; then
+    docker ps -aq --filter name=^kb-e2e- | xargs -r docker rm -f >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
   exit "$rc"
 }
@@ -481,7 +487,7 @@ fi
 # The last slot standing: b after the core; a after the S1 part of all.
 last=$(kubectl-bundle-switch status -o 'jsonpath={.active}')
 t=$(now)
-kubectl-bundle-slot destroy "$last" --force
+kubectl-bundle-slot destroy "$last" --force --yes
 m "slot destroy $last" "$t"
 if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-'; then
   fail "containers left after destroy"
