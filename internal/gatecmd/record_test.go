@@ -30,14 +30,7 @@ func TestRecordRefusesASlotChangedUnderTheGate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	load := func() *slot.Record {
-		t.Helper()
-		r, err := slot.Load(d, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	load := func() *slot.Record { t.Helper(); return mustLoad(t, d, "a") }
 
 	for _, tc := range []struct {
 		name         string
@@ -95,14 +88,7 @@ func TestRecordAndUnfinishedDeploys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	load := func() *slot.Record {
-		t.Helper()
-		r, err := slot.Load(d, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	load := func() *slot.Record { t.Helper(); return mustLoad(t, d, "a") }
 	pass := &gate.Report{Gate: "marker", Passed: true, Finished: at.Add(3 * time.Minute)}
 	fail := &gate.Report{Gate: "marker", Finished: at.Add(3 * time.Minute)}
 	for _, tc := range []struct {
@@ -137,4 +123,14 @@ func TestRecordAndUnfinishedDeploys(t *testing.T) {
 	if r := load(); r.Deploying != nil || !slot.Gated(r) {
 		t.Errorf("after a passing gate: gate %+v, deploying %+v; want gated, the unfinished deploy cleared", r.Gate, r.Deploying)
 	}
+}
+
+// mustLoad is slot name's record in d, failing the test when it cannot be read.
+func mustLoad(t *testing.T, d *state.Dir, name string) *slot.Record {
+	t.Helper()
+	r, err := slot.Load(d, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
