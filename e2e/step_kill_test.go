@@ -339,7 +339,11 @@ func TestStrategiesConvergeAfterAKillInsideAStep(t *testing.T) {
 	start := time.Now()
 	site := newStrategySite(t)
 	v2 := repo(pkgV2)
-	pass := []string{"--gate", filepath.Join(site.root, "gate.yaml"), "--gate-timeout", "300ms"}
+	// A passing gate ends at its first evaluation, so its timeout costs
+	// nothing; 300ms was too short for one read of the API server on a
+	// cold machine (a cold make test failed blue-green revert's
+	// docker-network@1 on "context deadline exceeded").
+	pass := []string{"--gate", filepath.Join(site.root, "gate.yaml"), "--gate-timeout", "10s"}
 	fail := []string{"--gate", filepath.Join(site.root, "gate-fails.yaml"), "--gate-timeout", "300ms"}
 	nothing := func(*switchSite, killPoint, []string) {}
 	// Before its switch, blue-green changes nothing of the active slot a.

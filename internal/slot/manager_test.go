@@ -20,16 +20,36 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
-// freePort is a port nothing on this host listens on, so that preflight's
-// port check passes whatever else runs here.
+// freePort is a registry port base whose first slots' ports (base, base+1,
+// ...: slots a-d) nothing on this host listens on, so that preflight's port
+// check passes whatever else runs here. Only the base is free by
+// construction; the ports after it are checked too: on a busy machine
+// base+1 was once another process's (TestActiveSlotRebuiltKeepsTheRegistryAlias
+// failed in a cold make test on "port ... is in use").
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for try := 0; try < 100; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		free := true
+		for i := 1; i < 4 && free; i++ {
+			n, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				free = false
+				continue
+			}
+			n.Close()
+		}
+		l.Close()
+		if free {
+			return base
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no 4 consecutive free ports found in 100 tries")
+	return 0
 }
 
 // newManager is a Manager on the fakes: a fresh state dir, an archives dir
