@@ -74,7 +74,7 @@ rc=0
 [ "$(docker inspect -f '{{.State.Running}}' kb-e2e-b-control-plane)" = true ] || fail "slot b was touched by the refused destroy or revert"
 expect_active a 2.0.0
 echo "e2e-kind: S1 repoint: slot a active, slot b kept as the owner of kb-e2e-wl-b; destroy and revert refuse (exit 4)"
-kubectl-bundle-slot destroy b --force --yes >/dev/null 2>&1 || fail "slot destroy b --force"
+kubectl-bundle-slot destroy b --force --yes >/dev/null 2>&1 || fail "slot destroy b --force --yes"
 if docker inspect kb-e2e-wl-b-control-plane >/dev/null 2>&1; then
   fail "the forced destroy of the owner left its workload cluster's container"
 fi

@@ -35,12 +35,13 @@ join() { # $1: the cgroup directory, $2: the weight file, $3: the weight
 
 v1=/sys/fs/cgroup/cpu
 v2=/sys/fs/cgroup
+weight=$((shares * 100 / 1024 > 0 ? shares * 100 / 1024 : 1)) # cgroup v2's scale: 100 is the default
 if [ -f "$v1/cpu.shares" ] && [ -w "$v1" ] && join "$v1/$name" cpu.shares "$shares"; then
   echo "lowcpu: $* runs in cgroup $v1/$name (cpu.shares $shares; the kind nodes have 1024)" >&2
 elif [ -f "$v2/cgroup.controllers" ] && grep -qw cpu "$v2/cgroup.controllers" && [ -w "$v2" ] &&
   { grep -qw cpu "$v2/cgroup.subtree_control" || echo +cpu >"$v2/cgroup.subtree_control"; } 2>/dev/null &&
-  join "$v2/$name" cpu.weight $((shares * 100 / 1024 > 0 ? shares * 100 / 1024 : 1)); then
-  echo "lowcpu: $* runs in cgroup $v2/$name (cpu.weight $((shares * 100 / 1024)); the kind nodes have 100)" >&2
+  join "$v2/$name" cpu.weight "$weight"; then
+  echo "lowcpu: $* runs in cgroup $v2/$name (cpu.weight $weight; the kind nodes have 100)" >&2
 else
   echo "lowcpu: no cgroup of our own here (not root or no writable cpu controller): $* runs at the default weight" >&2
 fi
