@@ -135,7 +135,7 @@ apply() {
   local rc=0
   kb "$SWITCH" to "$candidate" || rc=$?
   if [ "$rc" -ne 0 ]; then
-    if [ "$rc" -ne 4 ] && [ -z "$("$JOURNAL" status -o 'jsonpath={.transaction.steps[?(@.phase=="SWITCHED")].status}')" ]; then
+    if [ "$rc" -ne 4 ] && [ -z "$(phase_status SWITCHED)" ]; then
       # The switch refused before its first write (a precondition of its
       # mode, as a pivot's): nothing was switched, so the update is rolled
       # back like any failure before SWITCHED, and the refusal's exit code
@@ -225,7 +225,15 @@ revert() {
   done_phase DESTROYING || confirm_losses "$candidate" "revert"
   if ! done_phase SWITCHED_BACK; then
     rc=0
-    gate_in_place "$previous" || rc=$?
+    # A switch back that began (its gate passed then) and did not finish
+    # has moved the pointer already: the re-run completes it, and the gate
+    # after it says whether slot $previous is well. Gating first would
+    # stop half-switched, saying nothing was switched.
+    if [ -n "$(phase_status SWITCHED_BACK)" ]; then
+      echo "the switch back to slot $previous began and did not finish: completing it" >&2
+    else
+      gate_in_place "$previous" || rc=$?
+    fi
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
       not_gated "$previous" "$rc"
       if [ "${#force[@]}" -eq 0 ]; then

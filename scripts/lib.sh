@@ -285,7 +285,13 @@ txn() {
 
 # done_phase PHASE: whether the open transaction has finished PHASE.
 done_phase() {
-  [ "$("$JOURNAL" status -o "jsonpath={.transaction.steps[?(@.phase==\"$1\")].status}")" = "done" ]
+  [ "$(phase_status "$1")" = "done" ]
+}
+
+# phase_status PHASE: the status of the transaction's PHASE step (started,
+# failed, done), empty when it never began.
+phase_status() {
+  "$JOURNAL" status -o "jsonpath={.transaction.steps[?(@.phase==\"$1\")].status}"
 }
 
 pass() {
