@@ -171,10 +171,28 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // ErrorKind: a bad gate file is a usage error.
 func (e *SpecError) ErrorKind() errkind.Kind { return errkind.Usage }
 
+// MaxFileSize caps a gate file: the gate and journal status, which tells
+// whether a run's recorded gate file can still be used, read it with
+// ReadAll and refuse a larger one alike.
+const MaxFileSize = 4 << 20
+
+// ReadAll reads a gate file whole, refusing one larger than MaxFileSize
+// (a SpecError); other errors are the reader's.
+func ReadAll(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, &SpecError{Err: fmt.Errorf("larger than %d bytes", MaxFileSize)}
+	}
+	return data, nil
+}
+
 // Parse reads one gate document, rejecting unknown fields, and validates it.
 // Warnings are things that are legal but probably not meant.
 func Parse(r io.Reader) (*Gate, []string, error) {
-	dec := yaml.NewDecoder(io.LimitReader(r, 1<<20))
+	dec := yaml.NewDecoder(io.LimitReader(r, MaxFileSize))
 	dec.KnownFields(true)
 	var g Gate
 	if err := dec.Decode(&g); err != nil {

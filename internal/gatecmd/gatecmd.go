@@ -329,9 +329,6 @@ func loadGate(streams kcli.IOStreams, name string) (*gate.Gate, error) {
 // its bytes, so that two results can be told to be of the same gate.
 type gateSource struct{ File, Digest string }
 
-// maxGateFile caps a gate file read whole.
-const maxGateFile = 4 << 20
-
 // loadGateSource reads and parses the gate named by name ("" for the
 // built-in gate, "-" for stdin) and says which it is.
 func loadGateSource(streams kcli.IOStreams, name string) (*gate.Gate, gateSource, error) {
@@ -352,12 +349,13 @@ func loadGateSource(streams kcli.IOStreams, name string) (*gate.Gate, gateSource
 			src.File = abs
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxGateFile+1))
+	data, err := gate.ReadAll(r)
+	var spec *gate.SpecError
+	if errors.As(err, &spec) {
+		return nil, src, kcli.Usage("gate file %s: %v", name, err)
+	}
 	if err != nil {
 		return nil, src, kcli.Usage("reading the gate file %s: %v", name, err)
-	}
-	if len(data) > maxGateFile {
-		return nil, src, kcli.Usage("gate file %s: larger than %d bytes", name, maxGateFile)
 	}
 	sum := sha256.Sum256(data)
 	src.Digest = "sha256:" + hex.EncodeToString(sum[:])

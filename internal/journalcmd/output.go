@@ -1,6 +1,7 @@
 package journalcmd
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -231,10 +232,12 @@ func gateFileErr(t *journal.Transaction) error {
 	// Parsed as the gate parses it: a file that is there but damaged
 	// (truncated, edited into invalid YAML) refuses the re-run just the
 	// same (exit 2), so it must not be printed as the way on.
-	if _, _, err := gate.Parse(f); err != nil {
+	data, err := gate.ReadAll(f)
+	if err != nil {
 		return err
 	}
-	return nil
+	_, _, err = gate.Parse(bytes.NewReader(data))
+	return err
 }
 
 // restoredGate is the failing gate result recorded for the slot t's done
