@@ -211,13 +211,20 @@ func NextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 // be restored (or that another gate may be passed with --gate).
 func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
 	n := nextWithGate(t, v, soak, failing, gateErr)
-	if gateErr == nil || t.Gate == nil || t.Gate.File == "" || n.Command == "" || !strings.Contains(n.Command, " --gate ") {
+	named := strings.Contains(n.Command, " --gate ")
+	// A revert gates with the run's file without naming it.
+	revert := t.Strategy == BlueGreen && strings.HasPrefix(n.Command, ScriptPath(t.Strategy)+" revert")
+	if gateErr == nil || t.Gate == nil || t.Gate.File == "" || n.Command == "" || !named && !revert {
 		return n
 	}
 	file := shellWord(t.Gate.File)
+	other := "the same command with --gate ABS_PATH in place of --gate " + file
+	if !named {
+		other = "the same command with --gate ABS_PATH added"
+	}
 	n.MissingGate = t.Gate.File
-	n.Why += fmt.Sprintf("; but the gate file %s this run used is gone, unreadable or invalid (%v), so the command refuses (exit 2, nothing changed) until it is back: restore it at %s and run the command as printed, or pass another gate: the same command with --gate ABS_PATH in place of --gate %s",
-		file, gateErr, file, file)
+	n.Why += fmt.Sprintf("; but the gate file %s this run used is gone, unreadable or invalid (%v), so the command refuses (exit 2, nothing changed) until it is back: restore it at %s and run the command as printed, or pass another gate: %s",
+		file, gateErr, file, other)
 	return n
 }
 
