@@ -319,6 +319,15 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		return nil, err
 	}
 	sw := &Record{Phase: during, Target: target, Previous: previous, Mode: mode}
+	if after == PhaseSwitched {
+		// The same switch again (a re-run that only completes or repeats
+		// the moves) keeps its soak: its start and window carry over, in
+		// the intent too, so that a kill inside the moves keeps them.
+		if cur, err := s.Load(); err == nil && cur != nil && cur.Target == target && cur.Previous == previous &&
+			(cur.Phase == PhaseSwitched || cur.Phase == during) && !cur.SoakStarted.IsZero() {
+			sw.SoakStarted, sw.SoakWindow = cur.SoakStarted, cur.SoakWindow
+		}
+	}
 	state.CrashPoint("switch:before-intent")
 	if err := s.save(sw); err != nil {
 		return nil, err
@@ -359,7 +368,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
 	}
 	sw.Phase = after
-	if after == PhaseSwitched {
+	if after == PhaseSwitched && sw.SoakStarted.IsZero() {
 		sw.SoakStarted, sw.SoakWindow = s.now(), s.SoakWindow.String()
 	}
 	state.CrashPoint("switch:before-done")
