@@ -114,13 +114,13 @@ func TestRecordAndUnfinishedDeploys(t *testing.T) {
 	if err := record(d, "a", &slot.Record{Package: v1, Deploying: failed}, gateSource{}, fail); err != nil {
 		t.Fatalf("record a failure: %v", err)
 	}
-	if r := load(); r.Gate == nil || r.Gate.Passed || r.Deploying == nil || slot.Gated(r) {
+	if r := load(); r.Gate == nil || r.Gate.Passed || r.Deploying == nil || r.Gated() {
 		t.Errorf("after a failing gate: gate %+v, deploying %+v; want the failure recorded, the deploy kept, not gated", r.Gate, r.Deploying)
 	}
 	if err := record(d, "a", &slot.Record{Package: v1, Deploying: failed}, gateSource{}, pass); err != nil {
 		t.Fatalf("record a pass: %v", err)
 	}
-	if r := load(); r.Deploying != nil || !slot.Gated(r) {
+	if r := load(); r.Deploying != nil || !r.Gated() {
 		t.Errorf("after a passing gate: gate %+v, deploying %+v; want gated, the unfinished deploy cleared", r.Gate, r.Deploying)
 	}
 }

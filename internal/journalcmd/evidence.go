@@ -13,9 +13,9 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/sigblob"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 // evidenceCommand is `evidence [ID]`: export a transaction's evidence.
@@ -165,10 +165,10 @@ func closeEvidence(w io.Writer, s *statesession.Session, t *journal.Transaction)
 	}
 	serving := evidence.Serving{}
 	var names []string
-	if active, err := slot.ReadActive(s.Dir); err == nil && active != "" {
+	if active, err := site.Read(s.Dir).Active(); err == nil && active != "" {
 		names = append(names, active)
 	}
-	if sw, err := switchover.LoadRecord(s.Dir); err == nil && sw != nil && sw.Previous != "" {
+	if sw, err := site.Read(s.Dir).Switch(); err == nil && sw != nil && sw.Previous != "" {
 		names = append(names, sw.Previous)
 	}
 	for _, n := range names {

@@ -12,10 +12,10 @@ import (
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 // statusView is the JSON of status.
@@ -260,7 +260,7 @@ func soakOf(d *state.Dir, t *journal.Transaction) *journal.Soak {
 	if d == nil || t.Strategy != journal.BlueGreen {
 		return nil
 	}
-	sw, err := switchover.LoadRecord(d)
+	sw, err := site.Read(d).Switch()
 	if err != nil || sw == nil || sw.SoakStarted.IsZero() {
 		return nil
 	}

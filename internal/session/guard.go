@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
@@ -45,124 +46,17 @@ var owners = map[journal.Strategy]map[journal.Phase][]Change{
 	},
 }
 
-// Protection is what the state says is protected now.
-type Protection struct {
-	// Active is the active slot ("" on a site where none is active yet).
-	Active string
-	// Soaking is the previous slot while a switch soaks: the revert target.
-	Soaking string
-	// Txn is the open transaction, if any.
-	Txn *journal.Transaction
-	// Owners are the slots that an S1 (repoint) update left running
-	// workload clusters, with those clusters.
-	Owners map[string][]string
-	// Switch is the switch record (nil when there is none).
-	Switch *switchover.Record
-}
+// Protection is what the state says is protected now (site.Protection).
+type Protection = site.Protection
 
-// unfinished is the command that completes the switch the record says
-// did not finish ("" when it finished): the one switch status names.
-func (p *Protection) unfinished() string {
-	switch {
-	case p.Switch == nil:
-		return ""
-	case p.Switch.Phase == switchover.PhaseSwitching && p.Switch.Target != "":
-		return "kubectl bundle-switch to " + p.Switch.Target
-	case p.Switch.Phase == switchover.PhaseSwitchingBack:
-		return "kubectl bundle-switch back"
-	}
-	return ""
-}
-
-// Protected reads which slots are protected from the active pointer, the
-// switch record and the open transaction (not the slots' records),
-// failing closed. The revert target of a soak is kept when switch.json is
-// missing too: the open blue-green transaction names it.
+// Protected reads which slots are protected (site.Site.Protected).
 func (s *Session) Protected() (active, soaking string, err error) {
-	if active, err = slot.ReadActive(s.Dir); err != nil {
-		return "", "", err
-	}
-	sw, err := switchover.LoadRecord(s.Dir)
-	if err != nil {
-		return "", "", err
-	}
-	t, err := s.Journal.Load()
-	if err != nil {
-		return "", "", err
-	}
-	if err := pointerAgrees(s.Dir, active, sw, t); err != nil {
-		return "", "", err
-	}
-	soaking = switchover.Kept(sw, t, active)
-	return active, soaking, nil
+	return site.Read(s.Dir).Protected()
 }
 
-// pointerAgrees checks the pointer against a finished switch record. A
-// pointer rewritten from outside (an old backup restored, a hand "fix") to
-// name another existing slot than the one the record, and the aliases
-// with it, made active cannot be trusted to say which slot to keep. The
-// repair is the forced switch to the slot the record names.
-func pointerAgrees(d *state.Dir, active string, sw *switchover.Record, t *journal.Transaction) error {
-	if sw == nil || active == "" || sw.Target == "" || sw.Target == active || !slot.Exists(d, sw.Target) || !slot.Exists(d, active) {
-		return nil
-	}
-	switch sw.Phase {
-	case switchover.PhaseSwitched, switchover.PhaseAccepted, switchover.PhaseSwitchedBack:
-	default:
-		return nil // an unfinished switch: either end may be named (Kept keeps both)
-	}
-	fix := fmt.Sprintf("kubectl bundle-switch to %s --force   # or, if slot %s is meant to serve: kubectl bundle-switch to %s --force", sw.Target, active, active)
-	if t != nil && t.Strategy == journal.BlueGreen && t.Slots.Candidate == sw.Target && t.Slots.Active == active {
-		// Within an open blue-green update, going back to the slot it
-		// replaced is its revert (which also destroys the candidate and
-		// closes it): a forced switch there would leave it soaking on a
-		// slot no longer active.
-		fix = fmt.Sprintf("kubectl bundle-switch to %s --force   # the slot transaction %s soaks on; to go back to slot %s, then run: %s revert",
-			sw.Target, t.ID, active, journal.ScriptPath(journal.BlueGreen))
-	}
-	return &state.DamageError{Path: d.Join(slot.ActiveFile),
-		Problem: fmt.Sprintf("it names slot %s, but the switch record says slot %s was made active (%s), and the aliases follow the record", active, sw.Target, sw.Phase),
-		Fix:     fix}
-}
-
-// Protection reads the active pointer, the switch record, the protected
-// slots' records and the open transaction, failing closed: damage to any
-// is an error, never "none".
+// Protection reads what is protected, failing closed (site.Site.Protection).
 func (s *Session) Protection() (*Protection, error) {
-	active, soaking, err := s.Protected()
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.Journal.Load()
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range []string{active, soaking} {
-		if name == "" {
-			continue
-		}
-		_, lerr := slot.Load(s.Dir, name)
-		var nf *slot.NotFoundError
-		var dmg *slot.DamagedError
-		switch {
-		case errors.As(lerr, &dmg):
-			// What the slot holds cannot be decided: repair the record,
-			// keeping the slot, before anything else changes.
-			dmg.Protected = true
-			return nil, &state.DamageError{Path: dmg.Path, Problem: fmt.Sprintf("the record of slot %s, which is protected, cannot be read (%v)", name, dmg.Err), Fix: dmg.Repair()}
-		case errors.As(lerr, &nf) && name == active:
-			if err := slot.CheckActiveRecord(s.Dir, active, t); err != nil {
-				return nil, err
-			}
-		case lerr != nil && !errors.As(lerr, &nf):
-			return nil, lerr
-		}
-	}
-	sw, err := switchover.LoadRecord(s.Dir)
-	if err != nil {
-		return nil, err
-	}
-	return &Protection{Active: active, Soaking: soaking, Txn: t, Owners: slot.WorkloadOwners(s.Dir), Switch: sw}, nil
+	return site.Read(s.Dir).Protection()
 }
 
 // Check reads the state every mutating command relies on (the active
@@ -183,30 +77,13 @@ func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	rec, err := slot.Load(s.Dir, name)
 	var dmg *slot.DamagedError
 	if errors.As(err, &dmg) {
-		p, perr := switchover.Protects(s.Dir, name)
+		p, perr := site.Read(s.Dir).Protects(name)
 		if perr != nil {
 			return nil, perr
 		}
 		dmg.Protected = p
 	}
 	return rec, err
-}
-
-// Why says why name is protected ("" when it is not).
-func (p *Protection) Why(name string) string {
-	switch name {
-	case p.Active:
-		return "it is the active slot"
-	case p.Soaking:
-		if p.unfinished() != "" {
-			return "it is an end of a switch that did not finish (kubectl bundle-switch status says INTERRUPTED), kept until it does"
-		}
-		return "it is the previous slot, kept as the revert target while the switch soaks"
-	}
-	if w := p.Owners[name]; len(w) > 0 {
-		return fmt.Sprintf("it owns workload clusters %s, which it kept running when an S1 repoint update made another slot active", strings.Join(w, ", "))
-	}
-	return ""
 }
 
 // Guard refuses change to a protected slot unless the running step of the
@@ -268,11 +145,11 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 			t.ID, script, p.Soaking, p.Active, script, p.Active)
 	}
 	switch {
-	case name == p.Soaking && p.unfinished() != "":
+	case name == p.Soaking && p.Unfinished() != "":
 		// Nothing soaks yet (accept and back refuse): the switch is
 		// completed first, as switch status says (an adopt or a switch
 		// killed half way).
-		return "complete the switch first: " + p.unfinished() + " (then the soak it starts is accepted or reverted)"
+		return "complete the switch first: " + p.Unfinished() + " (then the soak it starts is accepted or reverted)"
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
 	case len(p.Owners[name]) > 0:

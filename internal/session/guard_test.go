@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -180,7 +181,7 @@ func TestGuardKeepsAnOwnerWhoseRecordIsLost(t *testing.T) {
 	write(t, dir, "active", "b\n")
 	s := open(t, dir)
 	rec := &slot.Record{Name: "a", Provider: slot.ProviderKind, State: slot.StateReady, OwnsWorkloads: []string{"airgap-wl-a"}}
-	for _, ev := range []journal.Event{{Type: "slot", Slot: "a", Detail: "create", Status: journal.StatusDone}, slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)} {
+	for _, ev := range []journal.Event{{Type: "slot", Slot: "a", Detail: "create", Status: journal.StatusDone}, slot.IdentityEvent(rec, record.DetailOwns, journal.StatusDone)} {
 		if err := s.Journal.Record(ev); err != nil {
 			t.Fatal(err)
 		}

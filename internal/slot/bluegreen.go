@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // PreflightBlueGreen adds to rep the S2 contract of the package at
@@ -28,7 +29,7 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 	}
 	// The candidate is never the slot that serves (journal begin refuses
 	// it too): a check that passes here would be advice that fails there.
-	if active, err := ReadActive(m.Dir); err == nil && active == candidate {
+	if active, err := site.Read(m.Dir).Active(); err == nil && active == candidate {
 		rep.add("candidate", false, "slot %s is the active slot: blue/green builds the candidate next to it (kubectl bundle-slot preflight %s --blue-green --package ...)", candidate, other)
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -71,7 +73,7 @@ func TestRepairRebuildsTheAdoptedSitesNames(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if !slot.Exists(m.Dir, "a") {
+			if !site.Read(m.Dir).Exists("a") {
 				t.Fatal("an adopted slot does not exist per the history")
 			}
 			n, err := m.NamesOf("a")
@@ -148,8 +150,8 @@ func TestOwnershipOutlivesTheRecord(t *testing.T) {
 	if err := slot.Save(m.Dir, rec); err != nil {
 		t.Fatal(err)
 	}
-	history(t, m, slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone))
-	owners := func() string { return strings.Join(slot.WorkloadOwners(m.Dir)["a"], ",") }
+	history(t, m, slot.IdentityEvent(rec, record.DetailOwns, journal.StatusDone))
+	owners := func() string { return strings.Join(site.Read(m.Dir).WorkloadOwners()["a"], ",") }
 	if got := owners(); got != "airgap-wl-a" {
 		t.Errorf("with the record: %q", got)
 	}
@@ -175,8 +177,8 @@ func TestOwnershipOutlivesTheRecord(t *testing.T) {
 	if err := m.Destroy(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if got := owners(); got != "" || slot.Exists(m.Dir, "a") {
-		t.Errorf("after destroy: owners %q, exists %v", got, slot.Exists(m.Dir, "a"))
+	if got := owners(); got != "" || site.Read(m.Dir).Exists("a") {
+		t.Errorf("after destroy: owners %q, exists %v", got, site.Read(m.Dir).Exists("a"))
 	}
 }
 
@@ -186,7 +188,7 @@ func TestFailedAdoptCreatesNothing(t *testing.T) {
 	m, _ := newManager(t)
 	m.Journal = journal.New(m.Dir)
 	history(t, m, slotEvent("adopt", "started", nil), slotEvent("adopt", "failed", nil))
-	if slot.Exists(m.Dir, "a") {
+	if site.Read(m.Dir).Exists("a") {
 		t.Error("a failed adopt made slot a exist")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -273,7 +274,7 @@ func TestDeployFailureKeepsThePreviousPackage(t *testing.T) {
 		t.Errorf("the failed deploy is not recorded: %+v", d)
 	}
 	rec.Gate = &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: v1}
-	if slot.Gated(rec) {
+	if rec.Gated() {
 		t.Errorf("a slot whose deploy failed counts as gated")
 	}
 	// Re-running the same deploy once zarf works is fine.
@@ -486,7 +487,7 @@ func TestActiveSlotRebuiltKeepsTheRegistryAlias(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := state.WriteFile(m.Dir.Join(slot.ActiveFile), []byte("a\n")); err != nil {
+	if err := state.WriteFile(m.Dir.Join(record.ActiveFile), []byte("a\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := fm.ResetCalls(); err != nil {

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // ProviderKind builds each slot as a kind cluster on the host's Docker,
@@ -21,7 +24,7 @@ type kindProvider struct{}
 func (kindProvider) Name() string { return ProviderKind }
 
 func (kindProvider) ValidateConfig(c *Config) error {
-	if !nameRE.MatchString(c.ClusterPrefix) {
+	if !record.NameRE.MatchString(c.ClusterPrefix) {
 		return fmt.Errorf("clusterPrefix %q: use lower-case letters, digits and '-'", c.ClusterPrefix)
 	}
 	return nil
@@ -408,7 +411,7 @@ func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
 	// The active slot rebuilt (recreate's BUILDING, BUILDING_FALLBACK)
 	// gets the registry alias back with its new container: the switch
 	// that gave it to the old container does not run again.
-	if active, err := ReadActive(m.Dir); err == nil && active == n.Slot && m.Config.RegistryAlias != "" {
+	if active, err := site.Read(m.Dir).Active(); err == nil && active == n.Slot && m.Config.RegistryAlias != "" {
 		args = append(args, "--network-alias", m.Config.RegistryAlias)
 	}
 	args = append(args, "-p", "127.0.0.1:"+port+":5000",

@@ -11,6 +11,8 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -98,7 +100,7 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 			return nil, fmt.Errorf("asking the machine what runs of slot %s: %w", slotName, err)
 		}
 		if len(running) == 0 {
-			m.record(slotName, DetailGone, journal.StatusDone, nil)
+			m.record(slotName, record.DetailGone, journal.StatusDone, nil)
 			return nil, &GoneError{Slot: slotName, Next: m.afterGone(slotName)}
 		}
 	}
@@ -133,12 +135,12 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 // afterGone is what to run once slot name was found gone: the repair of
 // the pointer when it names that slot, else nothing more for it.
 func (m *Manager) afterGone(name string) string {
-	if a, err := ReadActive(m.Dir); err == nil && a == name {
-		return ActiveRepair(m.Dir)
-	} else if lp := (*LostPointerError)(nil); errors.As(err, &lp) {
+	if a, err := site.Read(m.Dir).Active(); err == nil && a == name {
+		return site.Read(m.Dir).ActiveRepair()
+	} else if lp := (*site.LostPointerError)(nil); errors.As(err, &lp) {
 		return lp.Fix
 	} else if err != nil {
-		return ActiveFix(m.Dir)
+		return site.Read(m.Dir).ActiveFix()
 	}
 	return "kubectl bundle-slot list (slot " + name + " is no longer listed)"
 }

@@ -16,6 +16,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -203,7 +204,7 @@ func (s *session) active() string {
 	if _, err := s.Protection(); err != nil {
 		kcli.Errorf(s.streams.ErrOut, fmt.Errorf("warning: %w", err))
 	}
-	active, err := slot.ReadActive(s.dir)
+	active, err := site.Read(s.dir).Active()
 	if err != nil {
 		return ""
 	}

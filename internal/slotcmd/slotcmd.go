@@ -22,10 +22,10 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 const description = `A slot is a named environment (a, b) holding one management cluster and its
@@ -477,7 +477,7 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	// rebuilt for any slot the machine runs: what runs is then known again.
 	protected := missing
 	if !missing {
-		if protected, err = switchover.Protects(s.dir, name); err != nil {
+		if protected, err = site.Read(s.dir).Protects(name); err != nil {
 			return err
 		}
 	}

@@ -12,10 +12,11 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
 
 func run(t *testing.T, dir string, args ...string) (int, string, string) {
@@ -35,7 +36,7 @@ func soaking(t *testing.T, started time.Time, window time.Duration) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := switchover.Record{APIVersion: slot.RecordAPIVersion, Kind: "Switch", Phase: switchover.PhaseSwitched,
+	rec := record.Switch{APIVersion: slot.RecordAPIVersion, Kind: "Switch", Phase: record.PhaseSwitched,
 		Target: "b", Previous: "a", SoakStarted: started, SoakWindow: window.String(), Updated: started}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -120,7 +121,7 @@ func TestAcceptRefusesDestroyedTarget(t *testing.T) {
 		!strings.Contains(stderr, "Go back to it: kubectl bundle-switch to a") || strings.Contains(stderr, "destroy a") {
 		t.Errorf("accept of a destroyed target: exit %d, stdout %q, stderr %q; want exit 4 naming the way back to a", code, stdout, stderr)
 	}
-	if sw, err := switchover.LoadRecord(d); err != nil || sw.Phase != switchover.PhaseSwitched {
+	if sw, err := site.Read(d).Switch(); err != nil || sw.Phase != record.PhaseSwitched {
 		t.Errorf("the refused accept changed the switch record: %+v, %v", sw, err)
 	}
 

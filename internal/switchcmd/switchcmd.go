@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/mover"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -388,7 +389,7 @@ func status(ctx context.Context, cmd *cli.Command, s *session) error {
 		fmt.Fprintf(s.streams.Out, "DAMAGED: %s\n", d)
 	}
 	switch {
-	case st.Phase == switchover.PhaseSwitching || st.Phase == switchover.PhaseSwitchingBack:
+	case st.Phase == record.PhaseSwitching || st.Phase == record.PhaseSwitchingBack:
 		fmt.Fprintf(s.streams.Out, "INTERRUPTED: a switch to %s did not finish; run: %s\n", st.Target, st.Next)
 	case !st.Consistent:
 		fmt.Fprintf(s.streams.Out, "DIVERGED: the aliases do not follow the active slot %s; run: %s\n", st.Active, st.Next)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -46,8 +47,8 @@ func (s *Switcher) PivotPlan(ctx context.Context, previous, target string) (*piv
 
 // pivotObjects moves the Cluster API objects from slot from to slot to,
 // each phase recorded in the history; yes accepts a pivot that a revert
-// could not undo. during is the switch's phase (PhaseSwitching for to,
-// PhaseSwitchingBack for back): a pivot undone after a failure names the
+// could not undo. during is the switch's phase (record.PhaseSwitching for to,
+// record.PhaseSwitchingBack for back): a pivot undone after a failure names the
 // way on from it.
 func (s *Switcher) pivotObjects(ctx context.Context, from, to, during string, yes bool) error {
 	if from == "" {
@@ -78,7 +79,7 @@ func (s *Switcher) pivotObjects(ctx context.Context, from, to, during string, ye
 	if undone := (*pivot.UndoneError)(nil); errors.As(err, &undone) {
 		// Nothing was switched: the pointer and the aliases are still
 		// on from, which manages the workload clusters.
-		if during == PhaseSwitchingBack {
+		if during == record.PhaseSwitchingBack {
 			undone.Next = fmt.Sprintf("slot %s stays active and keeps the workload clusters; once slot %s takes the objects, switch back again: kubectl bundle-switch back", from, to)
 		} else {
 			undone.Next = fmt.Sprintf("the switch to slot %s did not happen and slot %s stays active. Once slot %s takes the objects, finish it: kubectl bundle-switch to %s; or stay on slot %s: kubectl bundle-switch back (during a blue-green update: %s revert)",

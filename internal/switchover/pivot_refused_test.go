@@ -12,7 +12,8 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
-	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // TestSwitchPivotRefusedMidMove: switch to b --mode pivot while slot b
@@ -32,7 +33,7 @@ func TestSwitchPivotRefusedMidMove(t *testing.T) {
 	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment || !strings.Contains(err.Error(), "the switch to slot b did not happen and slot a stays active") || !strings.Contains(err.Error(), "kubectl bundle-switch back") {
 		t.Fatalf("switch to b --mode pivot with b refusing Machines: %v, want the pivot undone (exit 3) naming switch back\n%s", err, log.String())
 	}
-	if act, _ := slot.ReadActive(s.Dir); act != "a" {
+	if act, _ := site.Read(s.Dir).Active(); act != "a" {
 		t.Errorf("active = %q after the failed pivot, want a", act)
 	}
 	pivottest.RequireWhole(t, a, b, pivotNS)
@@ -50,7 +51,7 @@ func TestSwitchPivotRefusedMidMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Active != "a" || !st.Consistent || st.Phase != PhaseSwitchedBack || st.Next != "" {
+	if st.Active != "a" || !st.Consistent || st.Phase != record.PhaseSwitchedBack || st.Next != "" {
 		t.Errorf("status after back: %+v, want slot a active, consistent, switched back, nothing to run", st)
 	}
 	if r, err := pivot.LoadRecord(s.Dir.Join(pivot.File)); err != nil || r.Interrupted() {

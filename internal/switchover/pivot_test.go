@@ -19,7 +19,9 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/mover"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot/pivottest"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
@@ -84,7 +86,7 @@ func TestSwitchPivotAndBack(t *testing.T) {
 		t.Errorf("switch record %+v, pivoted %+v: want mode pivot from a with the 18 objects", sw, s.Pivoted())
 	}
 	pivottest.RequireWhole(t, b, a, pivotNS)
-	if act, _ := slot.ReadActive(s.Dir); act != "b" {
+	if act, _ := site.Read(s.Dir).Active(); act != "b" {
 		t.Errorf("active = %q after the pivot, want b", act)
 	}
 	if !strings.Contains(log.String(), "revertible: slot a serves") {
@@ -111,7 +113,7 @@ func TestSwitchPivotAndBack(t *testing.T) {
 		t.Fatalf("back: %v\n%s", err, log.String())
 	}
 	pivottest.RequireWhole(t, a, b, pivotNS)
-	if act, _ := slot.ReadActive(s.Dir); act != "a" {
+	if act, _ := site.Read(s.Dir).Active(); act != "a" {
 		t.Errorf("active = %q after back, want a", act)
 	}
 
@@ -124,17 +126,17 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	if err := waitGone(ctx, b, crd); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(s.Dir.Join(RecordFile))
+	before, _ := os.ReadFile(s.Dir.Join(record.SwitchFile))
 	s.Mode = journal.SwitchPivot
 	_, err = s.To(ctx, "b", false)
 	var ue *pivot.UnservedError
 	if !errors.As(err, &ue) || errkind.Of(err) != errkind.Environment || !strings.Contains(err.Error(), "infrastructure.cluster.x-k8s.io/v1beta2, Kind=DockerMachine") {
 		t.Fatalf("switch to b --mode pivot with b not serving DockerMachine: %v, want exit 3 naming it", err)
 	}
-	if act, _ := slot.ReadActive(s.Dir); act != "a" {
+	if act, _ := site.Read(s.Dir).Active(); act != "a" {
 		t.Errorf("active = %q after the refused pivot, want a", act)
 	}
-	if after, _ := os.ReadFile(s.Dir.Join(RecordFile)); string(after) != string(before) {
+	if after, _ := os.ReadFile(s.Dir.Join(record.SwitchFile)); string(after) != string(before) {
 		t.Errorf("the refused pivot rewrote switch.json:\n%s", after)
 	}
 	if n, m := len(a.Objects(t, pivotNS, "Machine")), len(b.Objects(t, pivotNS, "Cluster")); n != 2 || m != 0 {

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
@@ -44,17 +45,18 @@ type Status struct {
 // Status compares the active pointer with where the aliases point.
 func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	st := &Status{AliasContext: s.AliasContext, RegistryAlias: s.RegistryAlias}
+	here := site.Read(s.Dir)
 	var err error
-	if st.Active, err = s.Active(); err != nil {
+	if st.Active, err = here.Active(); err != nil {
 		return nil, err
 	}
-	sw, err := s.Load()
+	sw, err := here.Switch()
 	if err != nil {
 		return nil, err
 	}
 	if sw != nil {
 		st.Previous, st.Phase, st.Target, st.Mode = sw.Previous, sw.Phase, sw.Target, sw.Mode
-		if sw.Phase == PhaseSwitched && !sw.SoakStarted.IsZero() {
+		if sw.Phase == record.PhaseSwitched && !sw.SoakStarted.IsZero() {
 			t := sw.SoakStarted
 			st.SoakStarted, st.SoakWindow = &t, sw.SoakWindow
 			w, _ := time.ParseDuration(sw.SoakWindow)
@@ -71,8 +73,7 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	}
 	ctxOf, regOf := map[string]string{}, map[string]string{}
 	var contexts, registries []string
-	txn, _ := journal.New(s.Dir).Load()
-	kept := Kept(sw, txn, st.Active)
+	kept := here.Kept(st.Active)
 	for _, n := range names {
 		rec, err := slot.Load(s.Dir, n)
 		var dmg *slot.DamagedError
@@ -113,11 +114,11 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 			st.RegistryAgree = st.RegistryHolder == st.Active || act.Adopted && st.RegistryHolder == ""
 		}
 	}
-	st.Consistent = st.KubeconfigAgree && st.RegistryAgree && st.Phase != PhaseSwitching && st.Phase != PhaseSwitchingBack
+	st.Consistent = st.KubeconfigAgree && st.RegistryAgree && st.Phase != record.PhaseSwitching && st.Phase != record.PhaseSwitchingBack
 	switch {
-	case st.Phase == PhaseSwitching:
+	case st.Phase == record.PhaseSwitching:
 		st.Next = "kubectl bundle-switch to " + st.Target
-	case st.Phase == PhaseSwitchingBack:
+	case st.Phase == record.PhaseSwitchingBack:
 		st.Next = "kubectl bundle-switch back"
 	case !st.Consistent && st.Active != "":
 		st.Next = "kubectl bundle-switch to " + st.Active
@@ -126,21 +127,15 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	// cannot be completed by a switch to that slot: its repair points the
 	// pointer at a slot that exists (the one the aliases still follow,
 	// first), or removes it when none does.
-	var t *journal.Transaction
-	if s.Journal != nil {
-		t, _ = s.Journal.Load()
-	} else {
-		t, _ = journal.New(s.Dir).Load()
-	}
-	if err := slot.CheckActiveRecord(s.Dir, st.Active, t); err != nil {
+	if err := here.CheckActiveRecord(st.Active); err != nil {
 		// The slot the switch record says serves first, then the ones the
 		// aliases follow: ActiveRepair names only a gated one.
-		fix := slot.PointerRepair(s.Dir, st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+		fix := here.PointerRepair(st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		st.Damaged = append(st.Damaged, fmt.Sprintf("the active pointer names slot %s, which has no record; repair: %s", st.Active, fix))
 		st.Consistent, st.Next = false, fix
 	} else if target, ok := strings.CutPrefix(st.Next, "kubectl bundle-switch to "); ok {
 		if _, err := slot.Load(s.Dir, target); errors.As(err, new(*slot.NotFoundError)) {
-			st.Next = slot.ActiveRepair(s.Dir, st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+			st.Next = here.ActiveRepair(st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		}
 	}
 	return st, nil

@@ -5,11 +5,9 @@ package switchover
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -17,37 +15,12 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
-
-// Phases of switch.json.
-const (
-	PhaseSwitching     = "SWITCHING"
-	PhaseSwitched      = "SWITCHED" // soaking
-	PhaseSwitchingBack = "SWITCHING_BACK"
-	PhaseSwitchedBack  = "SWITCHED_BACK"
-	PhaseAccepted      = "ACCEPTED"
-)
-
-// Record is <state>/switch.json: the switch in progress or the last one.
-// The authority on which slot is active is the active pointer file.
-type Record struct {
-	APIVersion  string    `json:"apiVersion"`
-	Kind        string    `json:"kind"`
-	Phase       string    `json:"phase"`
-	Target      string    `json:"target"`
-	Previous    string    `json:"previous,omitempty"`
-	SoakStarted time.Time `json:"soakStarted,omitzero"`
-	SoakWindow  string    `json:"soakWindow,omitempty"`
-	// Mode is the switch mode the switch was made with (journal.SwitchS2
-	// "": S2; SwitchRepoint: S1, the workload clusters stay with the
-	// previous slot; SwitchPivot: S3, their Cluster API objects moved to
-	// the target, and back moves them back).
-	Mode    string    `json:"mode,omitempty"`
-	Updated time.Time `json:"updated"`
-}
 
 // Switcher performs switches. The cmd layer holds the state dir's lock.
 type Switcher struct {
@@ -103,171 +76,19 @@ func (s *Switcher) logf(format string, args ...any) {
 	}
 }
 
-func (s *Switcher) recordPath() string { return s.Dir.Join("switch.json") }
+func (s *Switcher) recordPath() string { return s.Dir.Join(record.SwitchFile) }
+
+func (s *Switcher) save(r *Record) error { return record.WriteSwitch(s.Dir, r, s.now()) }
 
 // Load reads switch.json (nil when no switch ever happened).
-func (s *Switcher) Load() (*Record, error) { return LoadRecord(s.Dir) }
+func (s *Switcher) Load() (*Record, error) { return site.Read(s.Dir).Switch() }
 
-// RecordFile is the switch record in the state dir.
-const RecordFile = "switch.json"
-
-// LoadRecord reads switch.json strictly: nil when no switch ever happened;
-// unreadable, invalid or of an unknown phase is damage, never "none".
-func LoadRecord(d *state.Dir) (*Record, error) {
-	p := d.Join(RecordFile)
-	data, err := state.ReadSmall(p, 1<<20)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	damage := func(problem string) error {
-		return &state.DamageError{Path: p, Problem: problem, Fix: recordFix(d)}
-	}
-	if err != nil {
-		return nil, damage(err.Error())
-	}
-	var r Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, damage(err.Error())
-	}
-	switch r.Phase {
-	case PhaseSwitching, PhaseSwitched, PhaseSwitchingBack, PhaseSwitchedBack, PhaseAccepted:
-	default:
-		return nil, damage(fmt.Sprintf("unknown phase %q", r.Phase))
-	}
-	if slot.ValidName(r.Target) != nil || (r.Previous != "" && slot.ValidName(r.Previous) != nil) {
-		return nil, damage(fmt.Sprintf("target %q or previous %q is not a slot name", r.Target, r.Previous))
-	}
-	return &r, nil
-}
-
-// Soaking reports whether the switch is in its soak (or moving into or
-// out of it): the previous slot is then the revert target.
-func (r *Record) Soaking() bool {
-	return r.Previous != "" && (r.Phase == PhaseSwitching || r.Phase == PhaseSwitched || r.Phase == PhaseSwitchingBack)
-}
-
-// Protects reports whether slot name is protected: the active slot, or
-// the revert target while a switch soaks. The pointer is read first and
-// decides alone for the active slot, so that the record of the active slot
-// can be repaired while switch.json is damaged too (each repair would
-// otherwise wait on the other); damage to what decides is an error.
-//
-// A missing pointer that the state says was lost protects the slot it
-// names; the open blue-green transaction keeps its active slot, the
-// revert target, when switch.json is missing.
-func Protects(d *state.Dir, name string) (bool, error) {
-	active, err := slot.ReadActive(d)
-	if lp := (*slot.LostPointerError)(nil); errors.As(err, &lp) {
-		active, err = lp.Slot, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if name == active {
-		return true, nil
-	}
-	// An S1 owner's damaged record: the history keeps what it owns.
-	if len(slot.OwnedPerHistory(d, name)) > 0 {
-		return true, nil
-	}
-	sw, err := LoadRecord(d)
-	if err != nil {
-		return false, err
-	}
-	t, _ := journal.New(d).Load()
-	return Kept(sw, t, active) == name, nil
-}
-
-// Kept is the slot protected besides the active one (the pointer's):
-//   - while a switch or a switch back is unfinished, the end of it the
-//     pointer does not name (a switch back killed before it moved the
-//     pointer is returning to the known-good slot);
-//   - else the revert target (RevertTarget);
-//   - else the slot the switch record made active, when the pointer names
-//     another: which is right cannot be told, so neither is given up.
-//
-// "" when none.
-func Kept(sw *Record, t *journal.Transaction, active string) string {
-	if sw != nil && (sw.Phase == PhaseSwitching || sw.Phase == PhaseSwitchingBack) {
-		for _, n := range []string{sw.Target, sw.Previous} {
-			if n != "" && n != active {
-				return n
-			}
-		}
-	}
-	if r := RevertTarget(sw, t); r != "" && r != active {
-		return r
-	}
-	if sw != nil && sw.Target != "" && sw.Target != active {
-		return sw.Target
-	}
-	return ""
-}
-
-// RevertTarget is the slot kept for a revert: the previous slot while the
-// switch record soaks, else the active slot of an open blue-green
-// transaction that has not been accepted (it is the active slot before the
-// switch and the revert target after it, whatever switch.json says).
-func RevertTarget(sw *Record, t *journal.Transaction) string {
-	if sw != nil && sw.Soaking() {
-		return sw.Previous
-	}
-	if t != nil && t.Strategy == journal.BlueGreen && t.Phase != journal.Accepted && t.Phase != journal.Retired {
-		return t.Slots.Active
-	}
-	return ""
-}
-
-// recordFix is the command that rewrites a damaged switch record: a forced
-// switch to the active slot writes it anew. When the pointer is damaged or
-// names a slot with no record, that switch cannot run (exit 2, no such
-// slot): a forced switch to a slot that exists writes the pointer and the
-// record anew; with no such slot, or while a recreate rebuilds the slot
-// the pointer names, the damaged record is removed (no switch is in
-// progress, and the recreate goes on).
-func recordFix(d *state.Dir) string {
-	remove := func(why string) string { return state.RemoveCommand(d.Join(RecordFile)) + "   # " + why }
-	a, err := slot.ReadActive(d)
-	switch {
-	case err == nil && a == "":
-		return remove("no slot is active: there is no switch to keep")
-	case err == nil:
-		if _, err := slot.Load(d, a); !errors.As(err, new(*slot.NotFoundError)) {
-			t, _ := journal.New(d).Load()
-			if bg := soakingTxn(t, a); bg != nil {
-				return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and rebuilds the soak of transaction " + bg.ID + ", which keeps slot " + bg.Slots.Active + " as the revert target"
-			}
-			return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
-		}
-		if t, err := journal.New(d).Load(); err == nil && slot.CheckActiveRecord(d, a, t) == nil {
-			return remove("slot " + a + " is being rebuilt by a recreate: there is no switch to keep")
-		}
-	}
-	why := "the active pointer is damaged"
-	if err == nil {
-		why = "slot " + a + " has no record"
-	}
-	if fix := slot.ActiveRepair(d); strings.Contains(fix, "kubectl bundle-switch to ") {
-		sep := "   # "
-		if strings.Contains(fix, "#") {
-			sep = "; "
-		}
-		return fix + sep + why + ": makes a slot that exists active and writes the switch record anew"
-	}
-	return remove(why + " and no slot is left: there is no switch to keep")
-}
-
-func (s *Switcher) save(r *Record) error {
-	r.APIVersion, r.Kind, r.Updated = slot.RecordAPIVersion, "Switch", s.now()
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return state.WriteFile(s.recordPath(), append(data, '\n'))
-}
+// Record is the switch record (record.Switch), which To, Back and Accept
+// return.
+type Record = record.Switch
 
 // Active reads the active pointer ("" when none; damage is an error).
-func (s *Switcher) Active() (string, error) { return slot.ReadActive(s.Dir) }
+func (s *Switcher) Active() (string, error) { return site.Read(s.Dir).Active() }
 
 // isDamage reports whether err is damaged state, which a forced switch
 // overwrites.
@@ -319,12 +140,12 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		return nil, err
 	}
 	sw := &Record{Phase: during, Target: target, Previous: previous, Mode: mode}
-	if after == PhaseSwitched {
+	if after == record.PhaseSwitched {
 		// The same switch again (a re-run that only completes or repeats
 		// the moves) keeps its soak: its start and window carry over, in
 		// the intent too, so that a kill inside the moves keeps them.
 		if cur, err := s.Load(); err == nil && cur != nil && cur.Target == target && cur.Previous == previous &&
-			(cur.Phase == PhaseSwitched || cur.Phase == during) && !cur.SoakStarted.IsZero() {
+			(cur.Phase == record.PhaseSwitched || cur.Phase == during) && !cur.SoakStarted.IsZero() {
 			sw.SoakStarted, sw.SoakWindow = cur.SoakStarted, cur.SoakWindow
 		}
 	}
@@ -368,7 +189,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
 	}
 	sw.Phase = after
-	if after == PhaseSwitched && sw.SoakStarted.IsZero() {
+	if after == record.PhaseSwitched && sw.SoakStarted.IsZero() {
 		sw.SoakStarted, sw.SoakWindow = s.now(), s.SoakWindow.String()
 	}
 	state.CrashPoint("switch:before-done")
@@ -392,13 +213,13 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	rec, err := slot.Load(s.Dir, target)
 	if dmg := (*slot.DamagedError)(nil); errors.As(err, &dmg) {
 		// The repair of a protected slot's record keeps the slot.
-		if p, perr := Protects(s.Dir, target); perr == nil {
+		if p, perr := site.Read(s.Dir).Protects(target); perr == nil {
 			dmg.Protected = p
 		}
 	}
 	if errors.As(err, new(*slot.NotFoundError)) {
 		if t, terr := s.transaction(); terr == nil {
-			if a, aerr := s.Active(); aerr == nil && a == target && slot.SoakGone(s.Dir, target, t) != "" {
+			if a, aerr := s.Active(); aerr == nil && a == target && site.Read(s.Dir).SoakGone(target) != "" {
 				return nil, &ConflictError{goneSoaking(target, t.Slots.Active)}
 			}
 		}
@@ -420,7 +241,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	// A lost pointer (missing while the state says a slot was made active)
 	// is written back by a switch to that slot: it is the repair, forced or
 	// not (a gated first install's switch, too).
-	var lost *slot.LostPointerError
+	var lost *site.LostPointerError
 	lostHere := errors.As(err, &lost) && lost.Slot == target
 	if err != nil && !(force && isDamage(err)) && !lostHere {
 		return nil, err
@@ -437,7 +258,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	// Resuming an interrupted switch, or completing the moves to the slot
 	// that is already active: the gate was checked when it began.
-	resuming := sw != nil && sw.Target == target && (sw.Phase == PhaseSwitching || active == target)
+	resuming := sw != nil && sw.Target == target && (sw.Phase == record.PhaseSwitching || active == target)
 	t, err := s.transaction()
 	if err != nil {
 		return nil, err
@@ -450,7 +271,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	// transaction's revert: the record says which slot serves.
 	serving := active
 	if !pointerDamaged && sw != nil && sw.Target != "" && sw.Target != active &&
-		(sw.Phase == PhaseSwitched || sw.Phase == PhaseAccepted) && slot.Exists(s.Dir, sw.Target) {
+		(sw.Phase == record.PhaseSwitched || sw.Phase == record.PhaseAccepted) && site.Read(s.Dir).Exists(sw.Target) {
 		serving = sw.Target
 	}
 	if err := checkNotBack(blueGreen(t), target, serving); err != nil {
@@ -468,8 +289,8 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
 	// So is writing back a lost pointer after a switch back.
 	realign := sw != nil && sw.Target == target && active == target &&
-		(sw.Phase == PhaseAccepted || (lostHere && sw.Phase == PhaseSwitchedBack))
-	previous, after := active, PhaseSwitched
+		(sw.Phase == record.PhaseAccepted || (lostHere && sw.Phase == record.PhaseSwitchedBack))
+	previous, after := active, record.PhaseSwitched
 	if resuming {
 		previous = sw.Previous
 	}
@@ -478,13 +299,13 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	if realign {
 		after = sw.Phase
-		if after == PhaseSwitchedBack {
+		if after == record.PhaseSwitchedBack {
 			previous = sw.Previous
 		}
 	}
 	// The soak of an open blue-green transaction keeps its revert target
 	// when switch.json is missing or damaged (its forced repair lands here).
-	if bg := soakingTxn(t, target); previous == "" && !realign && bg != nil {
+	if bg := site.SoakingOn(t, target); previous == "" && !realign && bg != nil {
 		previous = bg.Slots.Active
 	}
 	// The mode: a resumed switch or a repair keeps its own; otherwise the
@@ -523,7 +344,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	for _, f := range []struct {
 		damaged bool
 		path    string
-	}{{recordDamaged, s.recordPath()}, {pointerDamaged, s.Dir.Join(slot.ActiveFile)}} {
+	}{{recordDamaged, s.recordPath()}, {pointerDamaged, s.Dir.Join(record.ActiveFile)}} {
 		if !f.damaged {
 			continue
 		}
@@ -537,7 +358,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	var out *Record
 	doMove := func() error {
-		out, err = s.move(ctx, target, previous, PhaseSwitching, after, mode)
+		out, err = s.move(ctx, target, previous, record.PhaseSwitching, after, mode)
 		return err
 	}
 	bg := blueGreen(t)
@@ -572,23 +393,12 @@ func goneSoaking(target, previous string) string {
 // transaction and then destroyed: slot previous holds the deployment
 // that was known good, and the way on is back to it.
 func goneTarget(d *state.Dir, target, previous string) string {
-	if !slot.DestroyedPerHistory(d, target) {
+	if !site.Read(d).Lineage(target).Destroyed {
 		return fmt.Sprintf("slot %s, the slot switched to, has no record (destroyed, or its record lost): there is nothing known to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. If slot %s still runs, rebuild its record: kubectl bundle-slot repair %s; else go back to slot %s: %s",
-			target, previous, target, target, previous, slot.PointerRepair(d, target, previous))
+			target, previous, target, target, previous, site.Read(d).PointerRepair(target, previous))
 	}
 	return fmt.Sprintf("slot %s, the slot switched to, is gone (the history says it was destroyed): there is nothing to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. Go back to it: %s",
-		target, previous, slot.PointerRepair(d, target, previous))
-}
-
-// soakingTxn returns t when it is a blue-green transaction that has
-// switched to target and not been accepted: its active slot is the revert
-// target whatever switch.json says.
-func soakingTxn(t *journal.Transaction, target string) *journal.Transaction {
-	if bg := blueGreen(t); bg != nil && bg.Slots.Candidate == target && bg.Slots.Active != "" && bg.Slots.Active != target &&
-		(bg.Phase == journal.Switched || bg.Phase == journal.Soaking) {
-		return bg
-	}
-	return nil
+		target, previous, site.Read(d).PointerRepair(target, previous))
 }
 
 // BackGateError is Back's refusal: the previous slot fails its gate, so
@@ -635,8 +445,8 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		// the way back.
 		if t, terr := s.transaction(); terr == nil {
 			if a, aerr := s.Active(); aerr == nil {
-				if bg := soakingTxn(t, a); bg != nil {
-					sw = &Record{Phase: PhaseSwitched, Target: a, Previous: bg.Slots.Active}
+				if bg := site.SoakingOn(t, a); bg != nil {
+					sw = &Record{Phase: record.PhaseSwitched, Target: a, Previous: bg.Slots.Active}
 				}
 			}
 		}
@@ -645,10 +455,10 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		return nil, &ConflictError{"there is no previous slot to switch back to (no switch recorded)"}
 	}
 	switch sw.Phase {
-	case PhaseSwitched, PhaseSwitchingBack, PhaseSwitching:
-	case PhaseSwitchedBack:
+	case record.PhaseSwitched, record.PhaseSwitchingBack, record.PhaseSwitching:
+	case record.PhaseSwitchedBack:
 		return sw, nil
-	case PhaseAccepted:
+	case record.PhaseAccepted:
 		prev, err := slot.Load(s.Dir, sw.Previous)
 		if err == nil && sw.Mode == journal.SwitchRepoint {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted in mode repoint (S1): slot %s is no longer a revert target; it keeps running the workload clusters it owns (%s), and slot %s stays active. %s",
@@ -669,10 +479,10 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		return nil, err
 	}
 	from, to := sw.Target, sw.Previous
-	if sw.Phase == PhaseSwitchingBack {
+	if sw.Phase == record.PhaseSwitchingBack {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
 	}
-	if sw.Phase != PhaseSwitchingBack {
+	if sw.Phase != record.PhaseSwitchingBack {
 		switch {
 		case force:
 			s.logf("switching back to slot %s WITHOUT gating it (--force): it may be broken", to)
@@ -688,7 +498,7 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 			}
 		}
 	}
-	if sw.Mode == journal.SwitchPivot && sw.Phase != PhaseSwitchingBack {
+	if sw.Mode == journal.SwitchPivot && sw.Phase != record.PhaseSwitchingBack {
 		// The way back must be served before the pointer moves.
 		plan, err := s.PivotPlan(ctx, from, to)
 		if err != nil {
@@ -701,7 +511,7 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	}
 	var out *Record
 	err = s.phaseStep(blueGreen(t), journal.SwitchedBack, func() error {
-		out, err = s.move(ctx, to, from, PhaseSwitchingBack, PhaseSwitchedBack, sw.Mode)
+		out, err = s.move(ctx, to, from, record.PhaseSwitchingBack, record.PhaseSwitchedBack, sw.Mode)
 		return err
 	})
 	if err != nil {
@@ -735,7 +545,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	if err != nil {
 		return nil, err
 	}
-	if sw == nil || (sw.Phase != PhaseSwitched && sw.Phase != PhaseAccepted) {
+	if sw == nil || (sw.Phase != record.PhaseSwitched && sw.Phase != record.PhaseAccepted) {
 		phase := "none"
 		if sw != nil {
 			phase = sw.Phase
@@ -743,7 +553,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
 	}
 	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
-		if t, terr := s.transaction(); terr == nil && slot.SoakGone(s.Dir, sw.Target, t) != "" {
+		if site.Read(s.Dir).SoakGone(sw.Target) != "" {
 			return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
 		}
 		// Without a transaction, too: a target the history says was
@@ -757,7 +567,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		}
 	}
 	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
-	if sw.Phase == PhaseSwitched && ifSoaked {
+	if sw.Phase == record.PhaseSwitched && ifSoaked {
 		window, _ := time.ParseDuration(sw.SoakWindow)
 		ends := sw.SoakStarted.Add(window).UTC()
 		if left := ends.Sub(s.now()); left > 0 {
@@ -768,7 +578,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	if sw.Previous != "" && sw.Mode != journal.SwitchRepoint {
 		res.Retire = "kubectl bundle-slot destroy " + sw.Previous
 	}
-	if sw.Phase == PhaseAccepted {
+	if sw.Phase == record.PhaseAccepted {
 		if sw.Mode == journal.SwitchRepoint && sw.Previous != "" {
 			if prev, err := slot.Load(s.Dir, sw.Previous); err == nil && len(prev.OwnsWorkloads) > 0 {
 				res.Keeps, res.Owns = prev.Name, prev.OwnsWorkloads
@@ -806,7 +616,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		if err := s.releaseWorkloads(sw.Target); err != nil {
 			return err
 		}
-		sw.Phase = PhaseAccepted
+		sw.Phase = record.PhaseAccepted
 		return s.save(sw)
 	}); err != nil {
 		return nil, err
@@ -829,8 +639,8 @@ func (s *Switcher) releaseWorkloads(name string) error {
 	}
 	owned := rec.OwnsWorkloads
 	rec.OwnsWorkloads = nil
-	if s.Journal != nil && len(slot.OwnedPerHistory(s.Dir, name)) > 0 {
-		if err := s.Journal.Record(slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)); err != nil {
+	if s.Journal != nil && len(site.Read(s.Dir).OwnedPerHistory(name)) > 0 {
+		if err := s.Journal.Record(slot.IdentityEvent(rec, record.DetailOwns, journal.StatusDone)); err != nil {
 			return err
 		}
 	}
@@ -870,8 +680,8 @@ func (s *Switcher) keepWorkloads(ctx context.Context, name string) ([]string, er
 	// The history keeps the ownership too (again after a crash here): a
 	// lost or damaged record must not make the slot destroyable with its
 	// workloads.
-	if len(owns) > 0 && s.Journal != nil && !slices.Equal(slot.OwnedPerHistory(s.Dir, name), owns) {
-		if err := s.Journal.Record(slot.IdentityEvent(rec, slot.DetailOwns, journal.StatusDone)); err != nil {
+	if len(owns) > 0 && s.Journal != nil && !slices.Equal(site.Read(s.Dir).OwnedPerHistory(name), owns) {
+		if err := s.Journal.Record(slot.IdentityEvent(rec, record.DetailOwns, journal.StatusDone)); err != nil {
 			return nil, err
 		}
 	}
@@ -908,19 +718,19 @@ func (s *Switcher) Register(target string) error {
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return err
 	}
-	sw := &Record{Phase: PhaseSwitching, Target: target}
+	sw := &Record{Phase: record.PhaseSwitching, Target: target}
 	if err := s.save(sw); err != nil {
 		return err
 	}
 	state.CrashPoint("register:before-active")
-	if err := state.WriteFile(s.Dir.Join(slot.ActiveFile), []byte(target+"\n")); err != nil {
+	if err := state.WriteFile(s.Dir.Join(record.ActiveFile), []byte(target+"\n")); err != nil {
 		return err
 	}
 	if err := pointAlias(s.Kubeconfig, s.AliasContext, rec.Context); err != nil {
 		return fmt.Errorf("pointing context %s at slot %s: %w", s.AliasContext, target, err)
 	}
 	s.logf("active slot: %s; context %s -> %s", target, s.AliasContext, rec.Context)
-	sw.Phase = PhaseAccepted
+	sw.Phase = record.PhaseAccepted
 	if err := s.save(sw); err != nil {
 		return err
 	}

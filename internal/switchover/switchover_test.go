@@ -12,6 +12,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -100,7 +101,7 @@ func TestToBackAccept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Phase != PhaseSwitched || rec.Target != "b" || rec.Previous != "a" || !rec.SoakStarted.Equal(t0) || rec.SoakWindow != "1h0m0s" {
+	if rec.Phase != record.PhaseSwitched || rec.Target != "b" || rec.Previous != "a" || !rec.SoakStarted.Equal(t0) || rec.SoakWindow != "1h0m0s" {
 		t.Errorf("record after to: %+v", rec)
 	}
 	wantAt(t, s, fm, "b")
@@ -109,7 +110,7 @@ func TestToBackAccept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Phase != PhaseSwitchedBack || rec.Target != "a" || rec.Previous != "b" {
+	if rec.Phase != record.PhaseSwitchedBack || rec.Target != "a" || rec.Previous != "b" {
 		t.Errorf("record after back: %+v", rec)
 	}
 	wantAt(t, s, fm, "a")
@@ -128,7 +129,7 @@ func TestToBackAccept(t *testing.T) {
 	if err != nil || !res.Accepted || res.Slot != "b" || res.Retire != "kubectl bundle-slot destroy a" {
 		t.Fatalf("accept after the window: %+v, %v", res, err)
 	}
-	if sw, _ := s.Load(); sw.Phase != PhaseAccepted {
+	if sw, _ := s.Load(); sw.Phase != record.PhaseAccepted {
 		t.Errorf("phase after accept: %s", sw.Phase)
 	}
 	wantAt(t, s, fm, "b")
@@ -161,7 +162,7 @@ func TestRerunsAreNoOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := s.Back(ctx, false)
-	if err != nil || rec.Phase != PhaseSwitchedBack || len(fm.Calls()) != 0 {
+	if err != nil || rec.Phase != record.PhaseSwitchedBack || len(fm.Calls()) != 0 {
 		t.Errorf("second back: %+v, %v, calls %q", rec, err, fm.Calls())
 	}
 	wantAt(t, s, fm, "a")
@@ -190,7 +191,7 @@ func TestRepairAfterAFailedMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Consistent || st.Phase != PhaseSwitching || st.Active != "b" || st.RegistryHolder != "a" || st.Next != "kubectl bundle-switch to b" {
+	if st.Consistent || st.Phase != record.PhaseSwitching || st.Active != "b" || st.RegistryHolder != "a" || st.Next != "kubectl bundle-switch to b" {
 		t.Errorf("status after the failure: %+v", st)
 	}
 	t.Setenv(fakes.EnvFail, "")
@@ -347,7 +348,7 @@ func TestSwitchDuringAStartedStep(t *testing.T) {
 		t.Errorf("to b after the owner died: %v", err)
 	}
 	wantAt(t, s, fm, "a")
-	if err := state.WriteFile(s.Dir.Join(slot.ActiveFile), nil); err != nil {
+	if err := state.WriteFile(s.Dir.Join(record.ActiveFile), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.To(ctx, "a", true); err != nil {
@@ -385,7 +386,7 @@ func TestBackGatesThePreviousSlot(t *testing.T) {
 		t.Errorf("gated %v, want [a]", gated)
 	}
 	wantAt(t, s, fm, "b")
-	if sw, _ := s.Load(); sw.Phase != PhaseSwitched || sw.Target != "b" {
+	if sw, _ := s.Load(); sw.Phase != record.PhaseSwitched || sw.Target != "b" {
 		t.Errorf("switch record after the refusal: %+v", sw)
 	}
 	s.GateBack = nil // cannot gate: refuses too
@@ -397,7 +398,7 @@ func TestBackGatesThePreviousSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Target != "a" || rec.Phase != PhaseSwitchedBack {
+	if rec.Target != "a" || rec.Phase != record.PhaseSwitchedBack {
 		t.Errorf("forced back: %+v", rec)
 	}
 	wantAt(t, s, fm, "a")

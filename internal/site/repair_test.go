@@ -1,4 +1,4 @@
-package slot_test
+package site_test
 
 import (
 	"path/filepath"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -32,7 +33,7 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	// makes the pointer readable again.
 	empty("a")
 	empty("b")
-	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("empty slots: %q", got)
 	}
 	save := func(name string, gate *slot.GateResult) {
@@ -46,29 +47,29 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	passed := &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}
 	save("a", nil)
 	save("b", nil)
-	got := slot.ActiveRepair(d, "b", "a")
+	got := site.Read(d).ActiveRepair("b", "a")
 	if !strings.HasPrefix(got, "kubectl bundle-gate --slot b && kubectl bundle-switch to b --force   # ") {
 		t.Errorf("no slot gated: %q, want slot b gated first, then the switch", got)
 	}
 	save("a", passed)
-	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b ungated, a gated: %q, want the switch to a", got)
 	}
-	if got := slot.ActiveRepair(d); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair(); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("no preference: %q, want the gated a", got)
 	}
 	// A pass for another package than the one the slot holds is no pass.
 	save("b", &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: strings.Repeat("2", 64)})
-	if got := slot.ActiveRepair(d, "b"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b"); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b gated for another package: %q, want the switch to a", got)
 	}
 	save("b", passed)
-	if got := slot.ActiveRepair(d, "b", "a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("both gated, b preferred: %q", got)
 	}
 	// A failed gate is no pass either.
 	save("b", &slot.GateResult{Gate: "default", Passed: false, Time: time.Now(), Package: pkg})
-	if got := slot.ActiveRepair(d, "b"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b"); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b failed its gate: %q, want the switch to a", got)
 	}
 	// Nor is a pass followed by a deploy that did not finish (failed or
@@ -82,11 +83,11 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	if err := slot.Save(d, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := slot.ActiveRepair(d, "a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("a"); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("a's deploy did not finish: %q, want the switch to b", got)
 	}
 	save("b", nil)
-	if got := slot.ActiveRepair(d, "a"); !strings.HasPrefix(got, "kubectl bundle-gate --slot a && kubectl bundle-switch to a --force   # ") {
+	if got := site.Read(d).ActiveRepair("a"); !strings.HasPrefix(got, "kubectl bundle-gate --slot a && kubectl bundle-switch to a --force   # ") {
 		t.Errorf("a's deploy did not finish, b not gated: %q, want slot a gated first", got)
 	}
 }
