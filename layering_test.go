@@ -36,6 +36,16 @@ func TestLayering(t *testing.T) {
 		"internal/evidence":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/capture":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/seed":       {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		// The one reading of the site sits below the libraries that ask it
+		// (slot, switchover, session, the commands), and the record types
+		// and parsers below it: no cycle, no second reader.
+		"internal/site": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec",
+			"github.com/kubectl-bundle/kubectl-bundle/internal/slot", "github.com/kubectl-bundle/kubectl-bundle/internal/switchover",
+			"github.com/kubectl-bundle/kubectl-bundle/internal/session", "github.com/kubectl-bundle/kubectl-bundle/internal/gate"},
+		"internal/record": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec",
+			"github.com/kubectl-bundle/kubectl-bundle/internal/site", "github.com/kubectl-bundle/kubectl-bundle/internal/journal",
+			"github.com/kubectl-bundle/kubectl-bundle/internal/slot", "github.com/kubectl-bundle/kubectl-bundle/internal/switchover",
+			"github.com/kubectl-bundle/kubectl-bundle/internal/session"},
 	}
 	// Test-support packages: production code never imports them (they
 	// imitate tools, start servers, or write what controllers would).
@@ -182,5 +192,94 @@ func TestPluginsStartLean(t *testing.T) {
 				t.Errorf("kubectl-bundle-%s links %s: only the switch plugin may (Switcher.Pivot)", plugin, h)
 			}
 		}
+	}
+}
+
+// TestSiteIsTheOneReader keeps the reading of the site in one place
+// (docs/architecture.md): outside internal/site, internal/record (the
+// parsers), internal/journal and internal/state (their own writers), no
+// production code names the files active, switch.json or transaction.json,
+// calls the record parsers, loads the transaction itself, or lists a set
+// of two or more blue-green phases (a copy of a rule of which slot serves
+// or what runs next). Each finding names the file and what to use.
+func TestSiteIsTheOneReader(t *testing.T) {
+	owners := map[string]bool{"internal/site": true, "internal/record": true, "internal/journal": true, "internal/state": true}
+	bgPhases := map[string]bool{"Provisioning": true, "Provisioned": true, "Switched": true, "Soaking": true, "Accepted": true, "Retired": true, "SwitchedBack": true}
+	files, err := filepath.Glob("internal/*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("internal/*/*/*.go")
+	checked := 0
+	for _, f := range append(files, more...) {
+		dir := filepath.ToSlash(filepath.Dir(f))
+		if strings.HasSuffix(f, "_test.go") || owners[dir] {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		phaseList := func(exprs []ast.Expr) int {
+			n := 0
+			for _, e := range exprs {
+				if sel, ok := e.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "journal" && bgPhases[sel.Sel.Name] {
+						n++
+					}
+				}
+			}
+			return n
+		}
+		ast.Inspect(parsed, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "record" && (sel.Sel.Name == "ReadActive" || sel.Sel.Name == "ReadSwitch") {
+					t.Errorf("%s calls record.%s: read the site through site.Read", f, sel.Sel.Name)
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "journal" && sel.Sel.Name == "ParseTransaction" {
+					t.Errorf("%s parses the transaction: read it through site.Read(d).Txn()", f)
+				}
+				if sel.Sel.Name == "Load" && len(n.Args) == 0 {
+					if inner, ok := sel.X.(*ast.CallExpr); ok {
+						if s2, ok := inner.Fun.(*ast.SelectorExpr); ok && s2.Sel.Name == "New" {
+							if x, ok := s2.X.(*ast.Ident); ok && x.Name == "journal" {
+								t.Errorf("%s loads the transaction with journal.New(...).Load(): use site.Read(d).Txn()", f)
+							}
+						}
+					}
+					if s2, ok := sel.X.(*ast.SelectorExpr); ok && (s2.Sel.Name == "Journal" || s2.Sel.Name == "j") {
+						t.Errorf("%s loads the transaction through its journal: use site.Read(d).Txn()", f)
+					}
+				}
+				if len(n.Args) > 0 && n.Args[0] != nil {
+					if lit, ok := n.Args[len(n.Args)-1].(*ast.BasicLit); ok && sel.Sel.Name == "Join" {
+						if v, _ := strconv.Unquote(lit.Value); v == "active" || v == "switch.json" || v == "transaction.json" {
+							t.Errorf("%s joins the path of %s: read it through internal/site (site.Read), write it through internal/record", f, v)
+						}
+					}
+				}
+				if phaseList(n.Args) >= 2 {
+					t.Errorf("%s lists blue-green phases in a call: name the set in internal/site", f)
+				}
+			case *ast.CaseClause:
+				if phaseList(n.List) >= 2 {
+					t.Errorf("%s decides on a set of blue-green phases: that rule belongs in internal/site", f)
+				}
+			case *ast.CompositeLit:
+				if phaseList(n.Elts) >= 2 {
+					t.Errorf("%s lists blue-green phases: name the set in internal/site", f)
+				}
+			}
+			return true
+		})
+	}
+	if checked < 50 {
+		t.Fatalf("only %d files checked: run from the repository root", checked)
 	}
 }

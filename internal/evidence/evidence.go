@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -134,7 +135,7 @@ func Current(d *state.Dir) string {
 	if id, _, ok := strings.Cut(os.Getenv(envStep), "/"); ok && ValidID(id) == nil {
 		return id
 	}
-	t, err := journal.New(d).Load()
+	t, err := site.Read(d).Txn()
 	if err != nil || t == nil {
 		return ""
 	}

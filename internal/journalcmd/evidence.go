@@ -72,7 +72,7 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		return nil
 	case cmd.Bool("path"):
-		t, err := s.j.Load()
+		t, err := site.Read(s.dir).Txn()
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 
 // defaultEvidence is the open transaction, else the newest with evidence.
 func defaultEvidence(s *session) (string, error) {
-	if t, err := s.j.Load(); err == nil && t != nil {
+	if t, err := site.Read(s.dir).Txn(); err == nil && t != nil {
 		return t.ID, nil
 	}
 	ids, err := evidence.List(s.dir)

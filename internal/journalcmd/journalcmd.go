@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -323,7 +324,7 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if cut, cerr := s.j.CutHistory(); cerr == nil && cut != nil {
 		return statusCut(streams, s, cut)
 	}
-	t, err := s.j.Load()
+	t, err := site.Read(s.dir).Txn()
 	if err != nil {
 		return err
 	}
@@ -450,7 +451,7 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	defer s.close()
-	t, err := s.j.Load()
+	t, err := site.Read(s.dir).Txn()
 	if err != nil {
 		return err
 	}
@@ -487,7 +488,7 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	defer s.close()
 	if cmd.Bool("force") {
-		if _, lerr := s.j.Load(); errors.As(lerr, new(*journal.LostError)) {
+		if _, lerr := site.Read(s.dir).Txn(); errors.As(lerr, new(*journal.LostError)) {
 			open, err := s.j.AbortLost()
 			if err != nil {
 				return err
@@ -574,7 +575,7 @@ func repairCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		fmt.Fprintln(streams.Out, "the journal reads fine: nothing to repair")
 		return nil
 	}
-	t, err := s.j.Load()
+	t, err := site.Read(s.dir).Txn()
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -34,7 +35,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err != nil {
 		return err
 	}
-	t, err := s.j.Load()
+	t, err := site.Read(s.dir).Txn()
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	})
 	if ran {
 		// What the step changed, kept for the audit (best effort).
-		if t, lerr := journal.New(s.dir).Load(); lerr == nil {
+		if t, lerr := site.Read(s.dir).Txn(); lerr == nil {
 			keepEvidence(streams.ErrOut, s.dir, t)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -270,4 +271,36 @@ func (p *Protection) Why(name string) string {
 		return fmt.Sprintf("it owns workload clusters %s, which it kept running when an S1 repoint update made another slot active", strings.Join(w, ", "))
 	}
 	return ""
+}
+
+// The steps of an open blue-green transaction that a switch finds started
+// and goes on with (its own, resumed), named once: a switch to the
+// candidate runs SWITCHED and begins SOAKING; a switch back may find the
+// soak, its own SWITCHED_BACK, or a SWITCHED that did not finish.
+var (
+	SwitchToSteps   = []journal.Phase{journal.Switched, journal.Soaking}
+	SwitchBackSteps = []journal.Phase{journal.Soaking, journal.SwitchedBack, journal.Switched}
+)
+
+// NotBack refuses a switch to the slot the open blue-green transaction t
+// replaced, once t has switched away from it: going back is t's revert,
+// which its script owns (it switches back and then destroys the
+// candidate), and after accept that slot is being retired. A plain switch
+// there would leave t soaking on a slot no longer active, and its accept
+// would retire the slot that serves. (force does not change it: it
+// overrides the gate, not who owns the change.)
+func NotBack(t *journal.Transaction, target, active string) error {
+	if t == nil || t.Strategy != journal.BlueGreen || target != t.Slots.Active || active == target || t.Step(journal.SwitchedBack) != nil {
+		return nil
+	}
+	script := journal.ScriptPath(journal.BlueGreen)
+	switch t.Phase {
+	case journal.Switched, journal.Soaking:
+		return errkind.New(errkind.Conflict, "transaction %s (blue-green) has switched from slot %s to %s and soaks: going back to %s is its revert, which also destroys the candidate %s; run: %s revert",
+			t.ID, target, t.Slots.Candidate, target, t.Slots.Candidate, script)
+	case journal.Accepted, journal.Retired:
+		return errkind.New(errkind.Conflict, "transaction %s (blue-green) accepted slot %s and retires slot %s; run: %s accept",
+			t.ID, t.Slots.Candidate, target, script)
+	}
+	return nil
 }

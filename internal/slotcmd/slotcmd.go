@@ -298,7 +298,7 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 		}
 		mode := cmd.String("switch-mode")
 		if !cmd.IsSet("switch-mode") {
-			if t, err := journal.New(s.dir).Load(); err == nil && t != nil {
+			if t, err := site.Read(s.dir).Txn(); err == nil && t != nil {
 				mode = t.SwitchMode
 			}
 		}

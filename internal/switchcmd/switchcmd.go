@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
@@ -241,7 +242,7 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 // else the built-in gate and its 10m.
 func backGate(cmd *cli.Command, s *session) (file string, timeout time.Duration, err error) {
 	var recorded *journal.Gate
-	if t, err := s.Journal.Load(); err == nil && t != nil {
+	if t, err := site.Read(s.Dir).Txn(); err == nil && t != nil {
 		recorded = t.Gate
 	}
 	file, tv := cmd.String("gate"), ""

@@ -165,7 +165,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		return nil, err
 	} else if err != nil || a != target {
 		state.CrashPoint("switch:before-active")
-		if err := state.WriteFile(s.Dir.Join("active"), []byte(target+"\n")); err != nil {
+		if err := record.WriteActive(s.Dir, target); err != nil {
 			return nil, err
 		}
 		s.logf("active slot: %s (was %s)", target, orNone(a))
@@ -263,7 +263,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkTransaction(t, target, force, journal.Switched, journal.Soaking); err != nil {
+	if err := s.checkTransaction(t, target, force, site.SwitchToSteps...); err != nil {
 		return nil, err
 	}
 	// A pointer that disagrees with a finished switch record (an old
@@ -274,7 +274,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		(sw.Phase == record.PhaseSwitched || sw.Phase == record.PhaseAccepted) && site.Read(s.Dir).Exists(sw.Target) {
 		serving = sw.Target
 	}
-	if err := checkNotBack(blueGreen(t), target, serving); err != nil {
+	if err := site.NotBack(t, target, serving); err != nil {
 		return nil, err
 	}
 	if !force && !resuming {
@@ -475,7 +475,7 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkTransaction(t, "", false, journal.Soaking, journal.SwitchedBack, journal.Switched); err != nil {
+	if err := s.checkTransaction(t, "", false, site.SwitchBackSteps...); err != nil {
 		return nil, err
 	}
 	from, to := sw.Target, sw.Previous

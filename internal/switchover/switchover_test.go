@@ -289,10 +289,9 @@ func TestToPreviousDuringABlueGreenSoakIsTheRevert(t *testing.T) {
 	if _, err := s.To(ctx, "b", false); err != nil {
 		t.Fatal(err)
 	}
-	var conflict *ConflictError
 	for _, force := range []bool{false, true} {
 		_, err := s.To(ctx, "a", force)
-		if !errors.As(err, &conflict) || !strings.Contains(err.Error(), "blue-green.sh revert") {
+		if errkind.Of(err) != errkind.Conflict || !strings.Contains(err.Error(), "blue-green.sh revert") {
 			t.Errorf("to a (force %v) while soaking on b: %v", force, err)
 		}
 	}

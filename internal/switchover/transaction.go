@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // transaction reads the open transaction once for a switch (nil when none
@@ -13,7 +14,7 @@ func (s *Switcher) transaction() (*journal.Transaction, error) {
 	if s.Journal == nil {
 		return nil, nil
 	}
-	return s.Journal.Load()
+	return site.Read(s.Dir).Txn()
 }
 
 // blueGreen returns t when it is a blue-green transaction: the only
@@ -58,29 +59,6 @@ func (s *Switcher) checkTransaction(t *journal.Transaction, target string, force
 	}
 	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
 		return &ConflictError{fmt.Sprintf("transaction %s switches between slots %s and %s, not to %s", t.ID, t.Slots.Active, t.Slots.Candidate, target)}
-	}
-	return nil
-}
-
-// checkNotBack refuses a switch to the slot the open blue-green
-// transaction t replaced, once t has switched away from it: going back is
-// t's revert, which its script owns (it switches back and then destroys
-// the candidate), and after accept that slot is being retired. A plain
-// switch there would leave t soaking on a slot no longer active, and its
-// accept would retire the slot that serves. (force does not change it:
-// it overrides the gate, not who owns the change.)
-func checkNotBack(t *journal.Transaction, target, active string) error {
-	if t == nil || t.Strategy != journal.BlueGreen || target != t.Slots.Active || active == target || t.Step(journal.SwitchedBack) != nil {
-		return nil
-	}
-	script := journal.ScriptPath(journal.BlueGreen)
-	switch t.Phase {
-	case journal.Switched, journal.Soaking:
-		return &ConflictError{fmt.Sprintf("transaction %s (blue-green) has switched from slot %s to %s and soaks: going back to %s is its revert, which also destroys the candidate %s; run: %s revert",
-			t.ID, target, t.Slots.Candidate, target, t.Slots.Candidate, script)}
-	case journal.Accepted, journal.Retired:
-		return &ConflictError{fmt.Sprintf("transaction %s (blue-green) accepted slot %s and retires slot %s; run: %s accept",
-			t.ID, t.Slots.Candidate, target, script)}
 	}
 	return nil
 }
