@@ -150,6 +150,12 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 		// completed first, as switch status says (an adopt or a switch
 		// killed half way).
 		return "complete the switch first: " + p.Unfinished() + " (then the soak it starts is accepted or reverted)"
+	case name == p.Soaking && p.Switch == nil && p.Active != "":
+		// Only the history keeps the soak (switch.json is gone): accept
+		// and back refuse without a record, so the repair writes it again
+		// first, keeping this slot as the revert target.
+		return fmt.Sprintf("the switch record is gone, but the history says slot %s was switched to from slot %s and not accepted: write the record again with kubectl bundle-switch to %s --force (it keeps slot %s as the revert target), then accept (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)",
+			p.Active, name, p.Active, name)
 	case name == p.Soaking:
 		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
 	case len(p.Owners[name]) > 0:

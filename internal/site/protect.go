@@ -116,7 +116,42 @@ func (s *Site) Kept(active string) string {
 	if sw != nil && sw.Target != "" && sw.Target != active {
 		return sw.Target
 	}
+	if sw == nil && s.swProblem == nil {
+		// switch.json is gone (a partial restore of the state dir, or
+		// removed): what the history says began keeps its revert target
+		// protected until a switch record is written again.
+		if _, prev := s.HistorySoak(); prev != "" && prev != active {
+			return prev
+		}
+	}
 	return ""
+}
+
+// HistorySoak is the last switch the history records (the slot switched
+// to and the one it came from), while no accept or switch back of it
+// followed: the soak the history says began, whatever became of
+// switch.json and transaction.json. ("", "") when the last switch was
+// accepted or switched back, had no previous slot, or none is recorded.
+func (s *Site) HistorySoak() (target, previous string) {
+	for _, ev := range s.events() {
+		if ev.Type != "switch" {
+			continue
+		}
+		what, rest, _ := strings.Cut(ev.Detail, " ")
+		switch {
+		case what == "to":
+			// "to B from A" (A is "none" without a previous slot).
+			to, from, ok := strings.Cut(rest, " from ")
+			if !ok || from == "none" || record.ValidName(from) != nil || record.ValidName(to) != nil || from == to {
+				target, previous = "", ""
+				continue
+			}
+			target, previous = to, from
+		case what == "accept", what == "back":
+			target, previous = "", ""
+		}
+	}
+	return target, previous
 }
 
 // Protects reports whether slot name is protected: the active slot, or

@@ -54,6 +54,15 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	historyNext := ""
+	if to, from := here.HistorySoak(); sw == nil && from != "" && to == st.Active {
+		// switch.json is gone while the history says a soak began: its
+		// revert target stays protected (site.Kept) until the record is
+		// written again.
+		st.Previous, st.Target = from, to
+		st.Damaged = append(st.Damaged, fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted (slot %s stays protected as the revert target); repair: kubectl bundle-switch to %s --force", to, from, from, to))
+		historyNext = "kubectl bundle-switch to " + to + " --force"
+	}
 	if sw != nil {
 		st.Previous, st.Phase, st.Target, st.Mode = sw.Previous, sw.Phase, sw.Target, sw.Mode
 		if sw.Phase == record.PhaseSwitched && !sw.SoakStarted.IsZero() {
@@ -122,6 +131,9 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		st.Next = "kubectl bundle-switch back"
 	case !st.Consistent && st.Active != "":
 		st.Next = "kubectl bundle-switch to " + st.Active
+	}
+	if historyNext != "" {
+		st.Consistent, st.Next = false, historyNext
 	}
 	// A pointer (or an unfinished switch) naming a slot that has no record
 	// cannot be completed by a switch to that slot: its repair points the

@@ -308,6 +308,10 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if bg := site.SoakingOn(t, target); previous == "" && !realign && bg != nil {
 		previous = bg.Slots.Active
 	}
+	// So does the soak the history records when both records are gone.
+	if to, from := site.Read(s.Dir).HistorySoak(); previous == "" && !realign && sw == nil && to == target && from != target {
+		previous = from
+	}
 	// The mode: a resumed switch or a repair keeps its own; otherwise the
 	// flag's, else the open transaction's.
 	mode := s.Mode
