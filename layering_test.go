@@ -15,7 +15,7 @@ import (
 
 // TestLayering keeps the libraries libraries: they never import the CLI
 // layer, and nothing outside main exits the process or writes to the
-// process's own streams (STYLE.md habits 1, 2 and 5).
+// process's own streams (docs/architecture.md, "The shape").
 func TestLayering(t *testing.T) {
 	forbidden := map[string][]string{
 		"internal/verify":     {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
@@ -72,7 +72,7 @@ func TestLayering(t *testing.T) {
 			if name, ok := strings.CutPrefix(path, "github.com/kubectl-bundle/kubectl-bundle/internal/"); ok && testSupport[name] && !testSupport[pkg] {
 				t.Errorf("%s imports the test-support package %s", f, path)
 			}
-			// External programs run through the one injected runner (DESIGN.md).
+			// External programs run through the one injected runner (docs/architecture.md).
 			if path == "os/exec" && filepath.Dir(f) != "internal/runner" {
 				t.Errorf("%s imports os/exec: run programs through internal/runner", f)
 			}
@@ -281,5 +281,23 @@ func TestSiteIsTheOneReader(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("only %d files checked: run from the repository root", checked)
+	}
+}
+
+// TestArchitectureNamesEveryPackage keeps docs/architecture.md true of the
+// tree: every package under internal/ is named there (as `name`).
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := os.ReadDir("internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !strings.Contains(string(doc), "`"+d.Name()+"`") && !strings.Contains(string(doc), "internal/"+d.Name()) {
+			t.Errorf("docs/architecture.md does not name the package internal/%s: say what it owns", d.Name())
+		}
 	}
 }

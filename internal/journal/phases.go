@@ -2,7 +2,7 @@ package journal
 
 import "fmt"
 
-// Strategy names an update strategy (DESIGN.md, seed strategies A/B/C).
+// Strategy names an update strategy (docs/strategies.md).
 type Strategy string
 
 // Strategies.
@@ -18,7 +18,7 @@ var Strategies = []Strategy{InPlace, BlueGreen, Recreate}
 // Phase is one step of a transaction.
 type Phase string
 
-// Phases. BEGUN is where every transaction starts; the rest are DESIGN.md's.
+// Phases. BEGUN is where every transaction starts; the rest are docs/strategies.md's.
 const (
 	Begun            Phase = "BEGUN"
 	Verified         Phase = "VERIFIED"

@@ -59,6 +59,11 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		}
 		return nil
 	}
+	// A step that changes the active slot starts only while the way back
+	// is usable: nothing is recorded and nothing runs otherwise.
+	if err := s.FallbackUsable(t, p, "start "+command); err != nil {
+		return err
+	}
 	// The step is owned by this live process: it holds the step lock until
 	// the outcome is recorded, and the kernel releases it if the process
 	// dies, so a re-run takes the step over at once.

@@ -20,7 +20,7 @@ type Plugin struct {
 	Build func(kcli.IOStreams) *cli.Command
 }
 
-// All lists every plugin, in the order of DESIGN.md.
+// All lists every plugin, in the order docs/architecture.md names them.
 func All() []Plugin {
 	return []Plugin{
 		{"kubectl-bundle-verify", verifycmd.Command},

@@ -10,6 +10,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
 )
@@ -100,8 +101,11 @@ func (s *Session) Guard(name string, c Change, force bool) error {
 		return err
 	}
 	why := p.Why(name)
-	if why == "" || s.owns(p.Txn, name, c) {
+	if why == "" {
 		return nil
+	}
+	if s.owns(p.Txn, name, c) {
+		return s.FallbackUsable(p.Txn, p.Txn.Phase, fmt.Sprintf("%s slot %s", c, name))
 	}
 	if force {
 		msg := fmt.Sprintf("%s slot %s although %s", c, name, why)
@@ -111,6 +115,39 @@ func (s *Session) Guard(name string, c Change, force bool) error {
 		return s.Journal.Record(journal.Event{Type: "force", Slot: name, Detail: msg + " (--force)", Status: journal.StatusDone})
 	}
 	return errkind.New(errkind.Conflict, "slot %s is protected: %s; %s; or pass --force (said and recorded in the history)", name, why, s.protectedAdvice(p, name, c))
+}
+
+// replacing are the steps that change the active slot while its previous
+// package is the way back: in-place deploys over it, recreate tears it
+// down and builds it again. (The recovery steps deploy the fallback
+// itself, and resolving it checks it.)
+var replacing = map[journal.Strategy]map[journal.Phase]bool{
+	journal.InPlace:  {journal.Deploying: true},
+	journal.Recreate: {journal.Teardown: true, journal.Building: true},
+}
+
+// FallbackUsable refuses step p of t, which changes the active slot (what
+// says how), when the package t would restore is no longer usable as
+// staged: its copy gone, incomplete, or no longer the bytes verified
+// (sha256 against the digest it was verified under). journal run checks
+// it before the step starts, on every run and re-run, and the guard again
+// when the step's command changes the slot: a copy truncated to free
+// disk, or removed after a killed run, would otherwise be found only by
+// the restore, with the active slot already changed and no known-good
+// slot left.
+func (s *Session) FallbackUsable(t *journal.Transaction, p journal.Phase, what string) error {
+	if t == nil || t.Fallback == "" || !replacing[t.Strategy][p] {
+		return nil // a first install has nothing to fall back to
+	}
+	pkg, err := stage.Lookup(s.Dir, &stage.Ref{Digest: t.Fallback})
+	if err == nil {
+		err = pkg.Check()
+	}
+	if err != nil {
+		return errkind.New(errkind.Environment, "refusing to %s in step %s of transaction %s: its fallback, the package %s that a failure restores, is not usable: %v; nothing was changed; stage the fallback again, then re-run the same command",
+			what, p, t.ID, t.Fallback[:min(12, len(t.Fallback))], err)
+	}
+	return nil
 }
 
 // owns reports whether this process runs the step of t that may make
