@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,6 +79,20 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Name:   "status",
 				Usage:  "what happened, where it stands, and the next command (exit 0 with none open)",
 				Action: func(_ context.Context, cmd *cli.Command) error { return status(streams, cmd) },
+			},
+			{
+				Name:  "next",
+				Usage: "the next step on this site now: one command to run, why, and what else makes progress (exit 3 when it is a repair)",
+				Description: `Asks the planner: the repair of damaged state first, then the open
+transaction's next step, then a switch that did not finish or a soak to
+end; on a site at rest there is nothing to run (exit 0, no command).
+Nothing changes. -o json (or -o jsonpath=...) gives the same for scripts.
+
+Examples:
+  kubectl bundle-journal next
+  kubectl bundle-journal next -o json
+  kubectl bundle-journal next -o jsonpath='{.next.command}'`,
+				Action: func(_ context.Context, cmd *cli.Command) error { return next(streams, cmd) },
 			},
 			{
 				Name:  "log",
@@ -386,6 +401,107 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	return damage
+}
+
+// nextView is journal next's -o json.
+type nextView struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Source says what decided the step: damage, history-cut, run,
+	// transaction, or site (no transaction open).
+	Source      string           `json:"source"`
+	Transaction string           `json:"transaction,omitempty"`
+	Next        journal.NextStep `json:"next"`
+}
+
+// next is `journal next`: the one step to run now, from the planner. A
+// repair comes first (exit 3, as status), then the open transaction's
+// step, then what the site's records say (site.Next).
+func next(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, false)
+	if err != nil {
+		return err
+	}
+	v := nextView{APIVersion: journal.APIVersion, Kind: "JournalNext"}
+	var damage error
+	here := site.Read(s.dir)
+	t, terr := here.Txn()
+	cut, cerr := s.j.CutHistory()
+	run, runErr := s.dir.RunConflict()
+	var dmg *state.DamageError
+	switch {
+	case cerr == nil && cut != nil:
+		v.Source, damage = "history-cut", cut
+		v.Next = journal.NextStep{Command: journal.RepairCommand, Why: cut.Meaning()}
+	case runErr != nil:
+		v.Source, damage = "damage", runErr
+		v.Next = journal.NextStep{Why: runErr.Error()}
+		if errors.As(runErr, &dmg) {
+			v.Next.Command = dmg.Fix
+		}
+	case run != nil:
+		_, _, n := running(t, run)
+		v.Source = "run"
+		if n != nil {
+			v.Next = *n
+		}
+	case terr != nil:
+		v.Source, damage = "damage", terr
+		v.Next = journal.NextStep{Why: terr.Error()}
+		if fix := journalFix(terr); fix != "" {
+			v.Next.Command = fix
+		}
+	default:
+		if err := s.Check(); err != nil && errors.As(err, &dmg) {
+			// A repair runs before any step the damage would refuse.
+			v.Source, damage = "damage", err
+			v.Next = journal.NextStep{Command: dmg.Fix, Why: dmg.Path + ": " + dmg.Problem}
+			if t != nil {
+				v.Next.Why += "; then: " + nextOf(s.dir, t).Command
+			}
+		} else if err != nil {
+			return err
+		} else if t != nil {
+			v.Source, v.Transaction, v.Next = "transaction", t.ID, nextOf(s.dir, t)
+		} else {
+			v.Source, v.Next = "site", here.Next(time.Now())
+		}
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if err := kcli.WriteJSON(streams.Out, v); err != nil {
+			return err
+		}
+		return damage
+	}
+	var b strings.Builder
+	switch {
+	case v.Next.Wait != "":
+		fmt.Fprintf(&b, "next: wait for %s to finish\n", v.Next.Wait)
+	case v.Next.Command != "":
+		fmt.Fprintf(&b, "next: %s\n", v.Next.Command)
+	default:
+		fmt.Fprintln(&b, "next: nothing to run")
+	}
+	for _, alt := range v.Next.Alternatives {
+		fmt.Fprintf(&b, "  or: %s\n", alt)
+	}
+	if v.Next.Why != "" {
+		fmt.Fprintf(&b, "  why: %s\n", v.Next.Why)
+	}
+	if _, err := io.WriteString(streams.Out, b.String()); err != nil {
+		return err
+	}
+	return damage
+}
+
+// journalFix is the repair a journal error names ("" when none).
+func journalFix(err error) string {
+	var lost *journal.LostError
+	var corrupt *journal.CorruptError
+	if errors.As(err, &lost) || errors.As(err, &corrupt) {
+		return journal.RepairCommand
+	}
+	return ""
 }
 
 func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {

@@ -1,0 +1,58 @@
+package site
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// Next is the next step on a site where no transaction is open, decided
+// from the pointer, the switch record, the history and the slot records:
+// the repair of damage first, then a switch that did not finish, then a
+// soak to end, else nothing (the site is at rest; Command is empty). The
+// step of an open transaction is the journal's (journal.NextWithGateFile),
+// which journal next and journal status ask when one is open.
+func (s *Site) Next(now time.Time) journal.NextStep {
+	if _, err := s.Protection(); err != nil {
+		var dmg *state.DamageError
+		if errors.As(err, &dmg) && dmg.Fix != "" {
+			return journal.NextStep{Command: dmg.Fix, Why: "the state is damaged: " + dmg.Path + ": " + dmg.Problem}
+		}
+		return journal.NextStep{Why: "the state cannot be read: " + err.Error()}
+	}
+	active, _ := s.Active()
+	sw := s.sw
+	switch {
+	case sw != nil && sw.Phase == record.PhaseSwitching:
+		return journal.NextStep{Command: "kubectl bundle-switch to " + sw.Target,
+			Why: fmt.Sprintf("the switch to slot %s began and did not finish: this completes it", sw.Target)}
+	case sw != nil && sw.Phase == record.PhaseSwitchingBack:
+		return journal.NextStep{Command: "kubectl bundle-switch back",
+			Why: fmt.Sprintf("the switch back to slot %s began and did not finish: this completes it", sw.Target)}
+	case sw != nil && sw.Phase == record.PhaseSwitched && sw.Previous != "":
+		why := fmt.Sprintf("slot %s soaks as the active slot, slot %s kept as its revert target", sw.Target, sw.Previous)
+		if w, err := time.ParseDuration(sw.SoakWindow); err == nil && !sw.SoakStarted.IsZero() {
+			if left := sw.SoakStarted.Add(w).Sub(now); left > 0 {
+				why += fmt.Sprintf(" (%s of its soak window left)", left.Round(time.Second))
+			} else {
+				why += " (its soak window has passed)"
+			}
+		}
+		return journal.NextStep{Command: "kubectl bundle-switch accept", Alternatives: []string{"kubectl bundle-switch back"},
+			Why: why + ": accept keeps slot " + sw.Target + "; back returns to slot " + sw.Previous}
+	case sw == nil:
+		if to, from := s.HistorySoak(); from != "" && to == active {
+			return journal.NextStep{Command: "kubectl bundle-switch to " + to + " --force",
+				Why: fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted: this writes the record again with slot %s as the revert target", to, from, from)}
+		}
+	}
+	if active == "" {
+		return journal.NextStep{Why: "no slot is active: the first install is made by hand (kubectl bundle-slot create a, deploy, gate --record, switch to a), then updates run through a strategy"}
+	}
+	return journal.NextStep{Why: fmt.Sprintf("the site is at rest: slot %s serves and no update is open; an update runs through a strategy: %s PACKAGE, %s apply PACKAGE or %s PACKAGE",
+		active, journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.BlueGreen), journal.ScriptPath(journal.Recreate))}
+}
