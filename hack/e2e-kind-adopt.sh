@@ -73,7 +73,8 @@ adopt_cleanup() {
         echo "--- pods through $c" >&2
         kubectl --context "$c" get pods -A -o wide 2>&1 | tail -20 >&2 || true
       done
-      kubectl-bundle-journal status 2>&1 | head -5 >&2 || true
+      kubectl-bundle-journal status >"$site_dir/status" 2>&1 || true
+      head -5 "$site_dir/status" >&2
     fi
     for s in b a; do kubectl-bundle-slot destroy "$s" --force --yes >/dev/null 2>&1 || true; done
     docker ps -aq --filter "label=io.x-k8s.kind.cluster=$site_cluster" | xargs -r docker rm -f >/dev/null 2>&1 || true
@@ -82,8 +83,7 @@ adopt_cleanup() {
 }
 
 adopt_part() (
-  taken=$(site_names_taken)
-  [ -z "$taken" ] || fail "the adopt part's names are taken on this daemon (set E2E_SITE_CLUSTER, E2E_SITE_REGISTRY, E2E_SITE_PORT): $taken"
+  check "the adopt part's names are taken on this daemon (set E2E_SITE_CLUSTER, E2E_SITE_REGISTRY, E2E_SITE_PORT)" --is '' -- site_names_taken
   mkdir -p "$site_dir/bin"
   mkdir -m 0700 "$site_dir/state"
   adopt_env
@@ -99,7 +99,7 @@ registryAlias: $registry_alias
 EOF
 
   t=$(now)
-  (cd "$root" && go build -o "$site_dir/bin/kind" sigs.k8s.io/kind) || fail "building the kind CLI from the pinned module"
+  check "building the kind CLI from the pinned module" --both -- go -C "$root" build -o "$site_dir/bin/kind" sigs.k8s.io/kind
   pkg01=$(make_pkg 0.1.0 "$(workload_image 0.1.0)" krops-airgap fixed)
   pkg02=$(make_pkg 0.2.0 "$(workload_image 0.2.0)" krops-airgap)
   m "adopt: kind CLI + packages" "$t"
@@ -124,71 +124,65 @@ EOF
   kubectl wait --for=condition=Ready node --all --timeout=180s >/dev/null
   docker run -d --name "$site_registry" --network kind -p "127.0.0.1:$site_port:5000" \
     --label dev.kubectl-bundle.e2e=1 "$KB_REGISTRY_IMAGE" >/dev/null
-  curl -fsS --retry 15 --retry-all-errors --retry-delay 1 "http://127.0.0.1:$site_port/v2/" >/dev/null ||
-    fail "the site's registry does not answer on 127.0.0.1:$site_port"
+  check "the site's registry does not answer on 127.0.0.1:$site_port" -- \
+    curl -fsS --retry 15 --retry-all-errors --retry-delay 1 "http://127.0.0.1:$site_port/v2/"
   docker run -d --name "$site_wl-lb" --network kind --label dev.kubectl-bundle.e2e=1 "$KB_REGISTRY_IMAGE" >/dev/null
   m "adopt: site kind + registry" "$t"
   t=$(now)
-  zarf package verify "$pkg01" --key "$key" --no-color >"$site_dir/zarf.log" 2>&1 ||
-    fail "zarf package verify: $(tail -5 "$site_dir/zarf.log")"
-  zarf init "$(ls "$KUBECTL_BUNDLE_ARCHIVES"/zarf-init-*.tar.zst)" --registry-mode=external \
+  check "zarf package verify" --both -- zarf package verify "$pkg01" --key "$key" --no-color
+  check "zarf init" --both -- zarf init "$(ls "$KUBECTL_BUNDLE_ARCHIVES"/zarf-init-*.tar.zst)" --registry-mode=external \
     --registry-url="127.0.0.1:$site_port" --registry-push-username=site --registry-push-password=site \
-    --components= --confirm --no-color >>"$site_dir/zarf.log" 2>&1 || fail "zarf init: $(tail -5 "$site_dir/zarf.log")"
-  zarf package deploy "$pkg01" --confirm --no-color >>"$site_dir/zarf.log" 2>&1 ||
-    fail "zarf package deploy: $(tail -5 "$site_dir/zarf.log")"
+    --components= --confirm --no-color
+  check "zarf package deploy" --both -- zarf package deploy "$pkg01" --confirm --no-color
   m "adopt: site zarf init+deploy" "$t"
-  kubectl -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx 0.1.0 ||
-    fail "the site does not run 0.1.0"
-  recorded=$(kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.data.data}' | base64 -d |
-    grep -o '"digest":"sha256:[0-9a-f]\{64\}"' | grep -o 'sha256:[0-9a-f]*') || fail "zarf recorded no digest for krops-airgap"
+  check "the site does not run 0.1.0" --is 0.1.0 -- kubectl -n bench get deploy workload -o jsonpath='{.metadata.labels.version}'
+  # zarf_record: zarf's deployed-package record of krops-airgap.
+  # shellcheck disable=SC2317 # called through check
+  zarf_record() { kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.data.data}' | base64 -d; }
+  check "zarf recorded no digest for krops-airgap" --has '"digest":"sha256:[0-9a-f]{64}"' -- zarf_record
+  recorded=$(grep -o '"digest":"sha256:[0-9a-f]\{64\}"' <<<"$checked" | grep -o 'sha256:[0-9a-f]*')
   echo "e2e-kind: the site runs krops-airgap 0.1.0; zarf recorded $recorded"
 
   # adopt: slot a, active, and nothing on the daemon or in the cluster changed.
   daemon_state >"$site_dir/before"
   rv_before=$(kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.metadata.resourceVersion}')
   t=$(now)
-  kubectl bundle-slot adopt a --package "$pkg01" --key "$key" --cluster "$site_cluster" --registry "$site_registry" \
-    --registry-port "$site_port" --workload-clusters "$site_wl" >"$site_dir/adopt.out" ||
-    fail "adopt exited $?: $(cat "$site_dir/adopt.out")"
+  check "slot adopt a failed, or its report does not name the site and the digest zarf recorded ($recorded)" \
+    --line "slot a adopted and active: kind cluster $site_cluster (context kind-$site_cluster-a), registry $site_registry on 127.0.0.1:$site_port, workload clusters $site_wl" \
+    --has "zarf digest $recorded \(as recorded in zarf/zarf-package-krops-airgap\)" -- \
+    kubectl bundle-slot adopt a --package "$pkg01" --key "$key" --cluster "$site_cluster" --registry "$site_registry" \
+    --registry-port "$site_port" --workload-clusters "$site_wl"
   m "slot adopt a" "$t"
-  cat "$site_dir/adopt.out"
+  echo "$checked"
   daemon_state >"$site_dir/after"
-  diff "$site_dir/before" "$site_dir/after" >&2 || fail "adopt changed the Docker daemon (diff above)"
-  [ "$(kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.metadata.resourceVersion}')" = "$rv_before" ] ||
-    fail "adopt changed zarf's record in the site's cluster"
-  grep -qx "slot a adopted and active: kind cluster $site_cluster (context kind-$site_cluster-a), registry $site_registry on 127.0.0.1:$site_port, workload clusters $site_wl" "$site_dir/adopt.out" ||
-    fail "adopt's report does not name the site"
-  grep -q "zarf digest $recorded (as recorded in zarf/zarf-package-krops-airgap)" "$site_dir/adopt.out" ||
-    fail "adopt's report does not give the digest zarf recorded ($recorded)"
-  [ "$(cat "$KUBECTL_BUNDLE_STATE_DIR/active")" = a ] || fail "slot a is not the active slot after adopt"
-  [ "$(kubectl --context "kind-$site_cluster-a" get nodes -o jsonpath='{.items[0].metadata.name}')" = "$site_cluster-control-plane" ] ||
-    fail "slot a's own context kind-$site_cluster-a does not reach the site"
-  [ "$(alias_node)" = "$site_cluster-control-plane" ] || fail "the alias context $alias_ctx does not reach the site after adopt"
-  rc=0
-  kubectl bundle-slot adopt a --package "$pkg01" --key "$key" --cluster "$site_cluster" --registry "$site_registry" \
-    --registry-port "$site_port" --workload-clusters "$site_wl" >/dev/null 2>"$site_dir/again.err" || rc=$?
-  [ "$rc" = 4 ] || fail "adopt with slot a active exited $rc, want 4: $(cat "$site_dir/again.err")"
+  check "adopt changed the Docker daemon" -- diff "$site_dir/before" "$site_dir/after"
+  check "adopt changed zarf's record in the site's cluster" --is "$rv_before" -- \
+    kubectl -n zarf get secret zarf-package-krops-airgap -o jsonpath='{.metadata.resourceVersion}'
+  check "slot a is not the active slot after adopt" --is a -- cat "$KUBECTL_BUNDLE_STATE_DIR/active"
+  check "slot a's own context kind-$site_cluster-a does not reach the site" --is "$site_cluster-control-plane" -- \
+    kubectl --context "kind-$site_cluster-a" get nodes -o jsonpath='{.items[0].metadata.name}'
+  check "the alias context $alias_ctx does not reach the site after adopt" --is "$site_cluster-control-plane" -- alias_node
+  check "adopt with slot a active does not refuse (exit 4)" --rc 4 -- \
+    kubectl bundle-slot adopt a --package "$pkg01" --key "$key" --cluster "$site_cluster" --registry "$site_registry" \
+    --registry-port "$site_port" --workload-clusters "$site_wl"
   t=$(now)
   kubectl-bundle-gate --slot a -f "$gate" --timeout 3m --record
   m "adopt: gate a (the site)" "$t"
 
   # blue-green next to the site: slot b's names collide with nothing.
-  kubectl-bundle-slot preflight b >"$site_dir/preflight-b" || fail "preflight b: $(cat "$site_dir/preflight-b")"
-  grep -q "cluster $site_cluster-b, registry $site_registry-b and workload clusters $site_wl-b are free" "$site_dir/preflight-b" ||
-    fail "preflight b does not check slot b's names: $(cat "$site_dir/preflight-b")"
+  check "preflight b fails, or does not check slot b's names" \
+    --has "cluster $site_cluster-b, registry $site_registry-b and workload clusters $site_wl-b are free" -- kubectl-bundle-slot preflight b
   with_outage adopt-apply "adopt: blue-green apply (b)" "$root/scripts/blue-green.sh" apply "$pkg02" --key "$key" --gate "$gate" --gate-timeout 5m
   expect_active b 0.2.0
-  kubectl --context "kind-$site_cluster-b" -n bench get pods -l app=workload -o jsonpath='{.items[0].metadata.labels.slot}' | grep -qx b ||
-    fail "the SLOT variable did not reach slot b's pods"
-  kubectl --context "kind-$site_cluster-a" -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx 0.1.0 ||
-    fail "the site (slot a) does not run 0.1.0 through the soak"
-  docker ps --filter "name=^$site_registry-b$" --format '{{.Ports}}' | grep -q "127.0.0.1:$((site_port + 1))->5000/tcp" ||
-    fail "slot b's registry does not publish 127.0.0.1:$((site_port + 1))"
+  check "the SLOT variable did not reach slot b's pods" --is b -- \
+    kubectl --context "kind-$site_cluster-b" -n bench get pods -l app=workload -o jsonpath='{.items[0].metadata.labels.slot}'
+  check "the site (slot a) does not run 0.1.0 through the soak" --is 0.1.0 -- \
+    kubectl --context "kind-$site_cluster-a" -n bench get deploy workload -o jsonpath='{.metadata.labels.version}'
+  check "slot b's registry does not publish 127.0.0.1:$((site_port + 1))" --has "127\.0\.0\.1:$((site_port + 1))->5000/tcp" -- \
+    docker ps --filter "name=^$site_registry-b$" --format '{{.Ports}}'
   with_outage adopt-revert "adopt: blue-green revert" "$root/scripts/blue-green.sh" revert --yes
   expect_active a 0.1.0 "$site_cluster-control-plane"
-  if docker ps -a --format '{{.Names}}' | grep -q "^$site_cluster-b-\|^$site_registry-b$"; then
-    fail "slot b's containers are left after revert"
-  fi
+  check "slot b's containers are left after revert" --lacks "^$site_cluster-b-|^$site_registry-b\$" -- docker ps -a --format '{{.Names}}'
   t=$(now)
   "$root/scripts/blue-green.sh" apply "$pkg02" --key "$key" --gate "$gate" --gate-timeout 5m
   m "adopt: blue-green apply again" "$t"
@@ -197,19 +191,17 @@ EOF
   "$root/scripts/blue-green.sh" accept --yes
   m "adopt: blue-green accept" "$t"
   expect_active b 0.2.0
-  left=$(docker ps -a --format '{{.Names}}' | grep -x -e "$site_cluster-control-plane" -e "$site_registry" -e "$site_wl-lb" || true)
-  [ -z "$left" ] || fail "accept left the site's containers: $left"
-  if kind get clusters 2>/dev/null | grep -qx "$site_cluster"; then fail "accept left kind cluster $site_cluster"; fi
-  contexts=$(kubectl config get-contexts -o name)
-  echo "$contexts" | grep -qx "kind-$site_cluster" || fail "accept removed the alias context kind-$site_cluster"
-  if echo "$contexts" | grep -qx "kind-$site_cluster-a"; then fail "accept left slot a's context kind-$site_cluster-a"; fi
-  kubectl-bundle-journal status | head -3
-  kubectl-bundle-gate --slot b -f "$gate" --once >/dev/null || fail "slot b fails its gate after accept"
+  check "accept left the site's containers" --lacks "^($site_cluster-control-plane|$site_registry|$site_wl-lb)\$" -- docker ps -a --format '{{.Names}}'
+  check "accept left kind cluster $site_cluster" --rc any --lacks "^$site_cluster\$" -- kind get clusters
+  check "accept removed the alias context kind-$site_cluster, or left slot a's context kind-$site_cluster-a" \
+    --line "kind-$site_cluster" --lacks "^kind-$site_cluster-a\$" -- kubectl config get-contexts -o name
+  check "journal status fails after accept" -- kubectl-bundle-journal status
+  head -3 <<<"$checked"
+  check "slot b fails its gate after accept" -- kubectl-bundle-gate --slot b -f "$gate" --once
 
   t=$(now)
   kubectl-bundle-slot destroy b --force --yes
   m "adopt: slot destroy b" "$t"
-  left=$(docker ps -a --format '{{.Names}}' | grep "^$site_cluster-\|^$site_registry" || true)
-  [ -z "$left" ] || fail "containers left after destroy: $left"
+  check "containers left after destroy" --lacks "^$site_cluster-|^$site_registry" -- docker ps -a --format '{{.Names}}'
   echo "e2e-kind: adopt: PASS"
 )

@@ -57,10 +57,14 @@ m() {
   local ms=$((($(now) - $2) / 1000000))
   printf '%-28s %4d.%01d s\n' "$1" $((ms / 1000)) $((ms % 1000 / 100)) | tee -a "$measure"
 }
-fail() {
-  echo "e2e-kind: FAIL: $*" >&2
-  exit 1
-}
+# Every check goes through check (hack/e2e-check.sh): its command runs to
+# its end, and when the check fails the log has the command, its exit code
+# and its whole output. A command that fails outside a check is named by
+# the ERR trap (its output is in the log already).
+# shellcheck source=hack/e2e-check.sh
+. "$root/hack/e2e-check.sh"
+set -o errtrace
+trap 'on_err $? "$BASH_COMMAND" "$LINENO"' ERR
 
 t=$(now)
 # The images build in make test's low-weight cgroup (hack/lowcpu.sh), as
@@ -85,6 +89,7 @@ command -v zarf >/dev/null || {
 }
 
 work=$(mktemp -d)
+check_dir="$work/checks"
 port=${E2E_PORT_BASE:-5902}
 export KUBECTL_BUNDLE_STATE_DIR="$work/state"
 export KUBECONFIG="$work/kubeconfig"
@@ -146,8 +151,9 @@ mkdir -p "$work/archives" "$work/init"
 t=$(now)
 zarf_version=$(zarf version)
 agent_ref="kb-bench/zarf-agent:$zarf_version"
-zarf_mod=$(cd "$root/hack/tools" && go list -m -f '{{.Dir}}' github.com/zarf-dev/zarf) ||
-  fail "the pinned zarf module is not in the module cache (make testbin)"
+check "the pinned zarf module is not in the module cache (make testbin)" -- \
+  go -C "$root/hack/tools" list -m -f '{{.Dir}}' github.com/zarf-dev/zarf
+zarf_mod=$checked
 mkdir -p "$work/img-agent/tmp"
 cp "$(command -v zarf)" "$work/img-agent/zarf"
 chmod 0700 "$work/img-agent/zarf"
@@ -202,9 +208,8 @@ metadata:
 data:
   registry: external (the slot's registry)
 EOF
-(cd "$work/init" && zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color \
-  --set AGENT_IMAGE_DOMAIN= --set AGENT_IMAGE=kb-bench/zarf-agent --set "AGENT_IMAGE_TAG=$zarf_version" >"$work/init.log" 2>&1) ||
-  fail "zarf package create (init): $(tail -5 "$work/init.log")"
+check "zarf package create (init)" --both -- in_dir "$work/init" zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color \
+  --set AGENT_IMAGE_DOMAIN= --set AGENT_IMAGE=kb-bench/zarf-agent --set "AGENT_IMAGE_TAG=$zarf_version"
 m "agent image + init package" "$t"
 
 # The workload packages, v1 and v2: a Deployment and a Service of the
@@ -278,9 +283,8 @@ spec:
   selector: {app: workload}
   ports: [{port: 80, targetPort: 8080}]
 EOF
-  (cd "$dir" && zarf package create . --confirm -o "$work" --no-color \
-    --signing-key "$root/testdata/keys/cosign.key" --signing-key-pass testpass >"$dir/create.log" 2>&1) ||
-    fail "zarf package create ($name $1): $(tail -5 "$dir/create.log")"
+  check "zarf package create ($name $1)" --both -- in_dir "$dir" zarf package create . --confirm -o "$work" --no-color \
+    --signing-key "$root/testdata/keys/cosign.key" --signing-key-pass testpass
   ls "$work/zarf-package-$name-"*"-$1.tar.zst"
 }
 t=$(now)
@@ -326,14 +330,13 @@ registry_tags() {
     -fsS "http://$registry_alias:5000/v2/${KB_WORKLOAD_IMAGE%%:*}/tags/list"
 }
 expect_active() { # SLOT VERSION [NODE]
-  local node tags want=${3:-$node_prefix-$1-control-plane}
-  node=$(alias_node)
-  [ "$node" = "$want" ] || fail "the alias context $alias_ctx reaches $node, want slot $1's $want"
-  tags=$(registry_tags) || fail "the registry alias $registry_alias does not answer from the kind network"
-  case $tags in *"\"$2-"*) ;; *) fail "the registry alias serves $tags, want slot $1's ($2)" ;; esac
-  kubectl --context "$alias_ctx" -n bench get deploy workload -o jsonpath='{.metadata.labels.version}' | grep -qx "$2" ||
-    fail "the alias context's workload is not $2"
-  echo "e2e-kind: slot $1 is active: alias context on $node, registry alias serves $2"
+  local want=${3:-$node_prefix-$1-control-plane}
+  check "the alias context $alias_ctx does not reach slot $1's $want" --is "$want" -- alias_node
+  check "the registry alias $registry_alias does not serve slot $1's tags ($2-*) from the kind network" \
+    --has "\"${2//./[.]}-" -- registry_tags
+  check "the alias context's workload is not $2" --is "$2" -- \
+    kubectl --context "$alias_ctx" -n bench get deploy workload -o jsonpath='{.metadata.labels.version}'
+  echo "e2e-kind: slot $1 is active: alias context on $want, registry alias serves $2"
 }
 
 # The outage a client sees during a switch: a loop of requests through the
@@ -375,7 +378,7 @@ with_outage() {
   shift 2
   t=$(now)
   outage_start "$n"
-  "$@"
+  "$@" || fail "exit code $? from: $(printf '%q ' "$@")(its output is above)"
   outage_stop "$n"
   m "$label" "$t"
 }
@@ -391,28 +394,32 @@ kubectl-bundle-slot preflight a
 t=$(now)
 kubectl-bundle-slot create a
 m "slot create a" "$t"
-docker ps --filter name=^kb-e2e-registry-a$ --format '{{.Ports}}' | grep -q "127.0.0.1:$port->5000/tcp" ||
-  fail "registry kb-e2e-registry-a does not publish 127.0.0.1:$port"
-curl --fail --silent "http://127.0.0.1:$port/v2/" >/dev/null || fail "GET /v2/ on 127.0.0.1:$port"
-curl -fsS "http://127.0.0.1:$port/v2/krops/tags/list" | grep -q '"latest"' || fail "slot a's registry was not seeded with krops:latest"
-curl -fsS "http://127.0.0.1:$port/v2/charts/bench/tags/list" | grep -q '"0.1.0"' || fail "slot a's registry was not seeded with charts/bench:0.1.0"
-kubectl-bundle-slot describe a | grep -Eq 'seeded +krops:latest sha256:[0-9a-f]{64} \(flux-artifact from config-artifact, pushed\)' ||
-  fail "slot a's record does not keep the seed of krops:latest"
+check "registry kb-e2e-registry-a does not publish 127.0.0.1:$port" --has "127\.0\.0\.1:$port->5000/tcp" -- \
+  docker ps --filter 'name=^kb-e2e-registry-a$' --format '{{.Ports}}'
+check "GET /v2/ on 127.0.0.1:$port" -- curl -fsS "http://127.0.0.1:$port/v2/"
+check "slot a's registry was not seeded with krops:latest" --has '"latest"' -- curl -fsS "http://127.0.0.1:$port/v2/krops/tags/list"
+check "slot a's registry was not seeded with charts/bench:0.1.0" --has '"0\.1\.0"' -- curl -fsS "http://127.0.0.1:$port/v2/charts/bench/tags/list"
+# Not `describe a | grep -q`: grep leaves at the seed's row and describe,
+# still writing the rows after it, dies of SIGPIPE (issue 31).
+check "slot a's record does not keep the seed of krops:latest" \
+  --has 'seeded +krops:latest sha256:[0-9a-f]{64} \(flux-artifact from config-artifact, pushed\)' -- kubectl-bundle-slot describe a
 echo "e2e-kind: slot a's registry seeded (krops:latest, charts/bench:0.1.0)"
-kubectl-bundle-slot create a | grep -q 'nothing to do' || fail "create again is not a no-op"
+check "create again is not a no-op" --has 'nothing to do' -- kubectl-bundle-slot create a
 t=$(now)
-kubectl-bundle-verify "$pkg1" --key "$key" --stage >/dev/null
+check "kubectl-bundle-verify --stage of 1.0.0" -- kubectl-bundle-verify "$pkg1" --key "$key" --stage
 kubectl-bundle-slot deploy a "$pkg1" --key "$key"
 m "slot deploy a" "$t"
-images=$(kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload -o jsonpath='{range .items[*]}{.status.containerStatuses[0].image}{"\n"}{end}')
-echo "$images" | grep -qv "^127.0.0.1:$port/" && fail "pods run images not from the slot's registry: $images"
+check "pods run images not from the slot's registry" --has . --all "^127\.0\.0\.1:$port/" -- \
+  kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload -o jsonpath='{range .items[*]}{.status.containerStatuses[0].image}{"\n"}{end}'
+images=$checked
 # The package names its image as the site's do (no registry); zarf's agent,
 # built here from the pinned zarf, pointed the pods at the slot's registry.
-kubectl --context kind-kb-e2e-a -n zarf get deploy agent-hook -o jsonpath='{.status.availableReplicas}' | grep -qx 2 ||
-  fail "zarf's agent (agent-hook) is not available in slot a"
-patched=$(kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload,zarf-agent=patched -o name | wc -l)
-[ "$patched" -ge 2 ] || fail "zarf's agent patched $patched workload pods, want 2"
-echo "e2e-kind: zarf's agent patched $patched workload pods to $(echo "$images" | head -1)"
+check "zarf's agent (agent-hook) is not available in slot a" --is 2 -- \
+  kubectl --context kind-kb-e2e-a -n zarf get deploy agent-hook -o jsonpath='{.status.availableReplicas}'
+check "zarf's agent patched fewer than 2 workload pods" --has '^[^ ]+ [^ ]+ ' -- \
+  kubectl --context kind-kb-e2e-a -n bench get pods -l app=workload,zarf-agent=patched -o jsonpath='{range .items[*]}{.metadata.name} {end}'
+patched=$(wc -w <<<"$checked")
+echo "e2e-kind: zarf's agent patched $patched workload pods to ${images%%$'\n'*}"
 # Services answer from the node's own network through kube-proxy's rules, with
 # two endpoints behind the Service (the API server reaches zarf's agent that
 # way; a rule kube-proxy cannot write leaves the ClusterIP unrouted).
@@ -420,15 +427,14 @@ echo "e2e-kind: zarf's agent patched $patched workload pods to $(echo "$images" 
 # ready (until then the ClusterIP rejects: "connection refused" after 0 ms,
 # seen once on a cold run), so the check tries for up to 30 s.
 svc_ip=$(kubectl --context kind-kb-e2e-a -n bench get svc workload -o jsonpath='{.spec.clusterIP}')
-for i in $(seq 1 30); do
-  out=$(docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/" 2>&1) && break
-  [ "$i" = 30 ] && fail "the workload's Service $svc_ip does not answer from the node within 30 s: $out"
+for _ in $(seq 1 29); do
+  docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/" >/dev/null 2>&1 && break
   sleep 1
 done
-case $out in "workload "*) ;; *) fail "the Service $svc_ip answered '$out', not the workload" ;; esac
-if kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -q 'Failed to execute iptables-restore'; then
-  fail "kube-proxy could not write its rules: $(kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy 2>&1 | grep -A3 'Failed to execute' | tail -4)"
-fi
+check "the workload's Service $svc_ip does not answer the workload from the node within 30 s" --has '^workload ' -- \
+  docker exec kb-e2e-a-control-plane curl -fsS -m 5 "http://$svc_ip/"
+check "kube-proxy could not write its rules" --rc any --both --lacks 'Failed to execute iptables-restore' -- \
+  kubectl --context kind-kb-e2e-a -n kube-system logs ds/kube-proxy
 t=$(now)
 kubectl-bundle-gate --slot a -f "$gate" --timeout 3m --record
 m "gate a" "$t"
@@ -436,8 +442,8 @@ m "gate a" "$t"
 # (zarf's agent would point it at the slot's registry: the label keeps it away, as a pod
 # the agent never saw.)
 kubectl --context kind-kb-e2e-a -n bench run intruder --image=registry.example/intruder:1 --restart=Never --labels=zarf.dev/agent=ignore >/dev/null
-if out=$(kubectl-bundle-gate --slot a -f "$gate" --once 2>&1); then fail "the gate passed a pod from registry.example: $out"; fi
-echo "$out" | grep -q 'ForeignImage.*registry.example/intruder:1' || fail "the gate's failure does not name the foreign image: $out"
+check "the gate does not fail a pod from registry.example naming its foreign image" --rc nonzero --both \
+  --has 'ForeignImage.*registry\.example/intruder:1' -- kubectl-bundle-gate --slot a -f "$gate" --once
 kubectl --context kind-kb-e2e-a -n bench delete pod intruder --wait=false >/dev/null
 t=$(now)
 kubectl-bundle-switch to a
@@ -451,33 +457,27 @@ expect_active b 2.0.0
 docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/two slots: /' | tee -a "$measure"
 # Discarding slot b loses what its registry holds: without a terminal,
 # revert refuses until --yes says so, and changes nothing.
-if "$root/scripts/blue-green.sh" revert >"$work/revert-no-yes" 2>&1; then
-  fail "revert discarded slot b without --yes: $(tail -3 "$work/revert-no-yes")"
-fi
-grep -q "registry repository ${KB_WORKLOAD_IMAGE%%:*}" "$work/revert-no-yes" ||
-  fail "revert's refusal does not list slot b's registry content: $(tail -5 "$work/revert-no-yes")"
+check "revert without --yes does not refuse, listing slot b's registry content" --rc nonzero --both \
+  --has "registry repository ${KB_WORKLOAD_IMAGE%%:*}" -- "$root/scripts/blue-green.sh" revert
 expect_active b 2.0.0
 with_outage revert "blue-green revert" "$root/scripts/blue-green.sh" revert --yes
 expect_active a 1.0.0
-if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-b-\|^kb-e2e-registry-b$'; then
-  fail "slot b's containers are left after revert"
-fi
+check "slot b's containers are left after revert" --lacks '^kb-e2e-b-|^kb-e2e-registry-b$' -- docker ps -a --format '{{.Names}}'
 with_outage apply-2 "blue-green apply again (b)" "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate" --gate-timeout 5m
 expect_active b 2.0.0
 t=$(now)
 "$root/scripts/blue-green.sh" accept --yes
 m "blue-green accept" "$t"
 expect_active b 2.0.0
-if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-a-\|^kb-e2e-registry-a$'; then
-  fail "slot a's containers are left after accept"
-fi
-kubectl-bundle-journal status | head -3
-kubectl-bundle-gate --slot b -f "$gate" --once >/dev/null || fail "slot b fails its gate after accept"
+check "slot a's containers are left after accept" --lacks '^kb-e2e-a-|^kb-e2e-registry-a$' -- docker ps -a --format '{{.Names}}'
+check "journal status fails after accept" -- kubectl-bundle-journal status
+head -3 <<<"$checked"
+check "slot b fails its gate after accept" -- kubectl-bundle-gate --slot b -f "$gate" --once
 docker stats --no-stream --format '{{.Name}} {{.MemUsage}} {{.CPUPerc}}' | grep '^kb-e2e' | sed 's/^/one slot: /' | tee -a "$measure"
 
 # The docker fake's templates, against the real docker.
-(cd "$root" && KB_REAL_DOCKER=1 KB_REAL_DOCKER_IMAGE="$KB_REGISTRY_IMAGE" go test -count=1 -run TestTemplatesAgainstRealDocker ./internal/fakes/) ||
-  fail "the docker fake's templates differ from the real docker's output"
+check "the docker fake's templates differ from the real docker's output" --both -- \
+  env KB_REAL_DOCKER=1 KB_REAL_DOCKER_IMAGE="$KB_REGISTRY_IMAGE" go -C "$root" test -count=1 -run TestTemplatesAgainstRealDocker ./internal/fakes/
 
 if [ "$suite" = all ]; then
   # shellcheck source=hack/e2e-kind-more.sh
@@ -489,8 +489,6 @@ last=$(kubectl-bundle-switch status -o 'jsonpath={.active}')
 t=$(now)
 kubectl-bundle-slot destroy "$last" --force --yes
 m "slot destroy $last" "$t"
-if docker ps -a --format '{{.Names}}' | grep -q '^kb-e2e-'; then
-  fail "containers left after destroy"
-fi
+check "containers left after destroy" --lacks '^kb-e2e-' -- docker ps -a --format '{{.Names}}'
 if [ "$suite" = all ]; then adopt_part; fi
 echo "e2e-kind $suite: PASS"
