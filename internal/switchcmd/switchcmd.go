@@ -392,8 +392,10 @@ func status(ctx context.Context, cmd *cli.Command, s *session) error {
 	switch {
 	case st.Phase == record.PhaseSwitching || st.Phase == record.PhaseSwitchingBack:
 		fmt.Fprintf(s.streams.Out, "INTERRUPTED: a switch to %s did not finish; run: %s\n", st.Target, st.Next)
-	case !st.Consistent:
+	case !st.KubeconfigAgree || !st.RegistryAgree:
 		fmt.Fprintf(s.streams.Out, "DIVERGED: the aliases do not follow the active slot %s; run: %s\n", st.Active, st.Next)
+	case !st.Consistent:
+		fmt.Fprintf(s.streams.Out, "next: %s\n", st.Next)
 	}
 	return nil
 }
