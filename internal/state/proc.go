@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 )
 
 // procInfo is what the run lock asks the operating system about other
@@ -101,7 +102,7 @@ func (d darwinProcs) openers(p string, deleted bool) ([]Orphan, bool) {
 	out, err := d.lsof("-n", "-P", "-w", "-F", "pc", "--", p)
 	if err != nil && len(out) == 0 {
 		// lsof exits 1 when nobody has p open, and when it cannot run.
-		var ee *exec.ExitError
+		var ee interface{ ExitCode() int }
 		return nil, errors.As(err, &ee) && ee.ExitCode() == 1
 	}
 	var o []Orphan
@@ -171,16 +172,16 @@ func parseLsof(out []byte) []Orphan {
 	return o
 }
 
-// runLsof runs lsof (found on PATH, else where macOS keeps it), bounded:
-// a hung network mount must not hang a refusal.
+// runLsof runs lsof (on PATH, else where macOS keeps it) through the
+// suite's runner, bounded: a hung network mount must not hang a refusal.
 func runLsof(args ...string) ([]byte, error) {
-	bin, err := exec.LookPath("lsof")
-	if err != nil {
-		bin = "/usr/sbin/lsof"
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return exec.CommandContext(ctx, bin, args...).Output()
+	out, err := runner.Exec{}.Run(ctx, "lsof", args...)
+	if runner.NotFound(err) {
+		out, err = runner.Exec{}.Run(ctx, "/usr/sbin/lsof", args...)
+	}
+	return out, err
 }
 
 // noProcs is a system that can tell nothing beyond signal 0.
