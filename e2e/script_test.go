@@ -112,7 +112,81 @@ func (w withFakeProgs) Run() int {
 		}
 	}
 	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if sh := os.Getenv(envShell); sh != "" {
+		root, err := makeShellRoot(sh)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s=%s: %v\n", envShell, sh, err)
+			return 1
+		}
+		defer os.RemoveAll(root)
+		shellRoot = root
+		os.Setenv(journal.EnvScriptsDir, repo("scripts"))
+		fmt.Fprintf(os.Stderr, "the strategy scripts run under %s (%s)\n", sh, repo("scripts"))
+	}
 	return w.m.Run()
+}
+
+// envShell names the shell the strategy scripts run under in this suite
+// (KB_E2E_SH=dash, KB_E2E_SH="bash --posix"): they are POSIX sh, and
+// #!/bin/sh is bash 3.2 on macOS, dash on Debian. Unset, they run as
+// shipped (#!/bin/sh).
+const envShell = "KB_E2E_SH"
+
+// shellRoot is, under KB_E2E_SH, a copy of the checkout's root whose
+// scripts/ name that shell on their first line (the rest are links to
+// the checkout's); "" otherwise.
+var shellRoot string
+
+// makeShellRoot builds shellRoot for the shell command sh.
+func makeShellRoot(sh string) (string, error) {
+	f := strings.Fields(sh)
+	bin, err := exec.LookPath(f[0])
+	if err != nil {
+		return "", err
+	}
+	interp := strings.Join(append([]string{bin}, f[1:]...), " ")
+	root, err := os.MkdirTemp("", "kb-e2e-sh-")
+	if err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(testenv.RepoRoot())
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Name() == "scripts" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(testenv.RepoRoot(), e.Name()), filepath.Join(root, e.Name())); err != nil {
+			return "", err
+		}
+	}
+	src := filepath.Join(testenv.RepoRoot(), "scripts")
+	dst := filepath.Join(root, "scripts")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return "", err
+	}
+	files, err := os.ReadDir(src)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range files {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return "", err
+		}
+		if first, rest, ok := strings.Cut(string(b), "\n"); ok && first == "#!/bin/sh" {
+			b = []byte("#!" + interp + "\n" + rest)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, fi.Mode().Perm()); err != nil {
+			return "", err
+		}
+	}
+	return root, nil
 }
 
 // suitePlugins are the plugins as the suite runs them: the shipped mains,
@@ -201,6 +275,9 @@ const e2eParallel = 4
 // CRDs) and bin/testbin are shared with the other packages' tests and stay
 // at the root; this folder holds only the end-to-end tests.
 func repo(elem ...string) string {
+	if shellRoot != "" && len(elem) > 0 && elem[0] == "scripts" {
+		return filepath.Join(append([]string{shellRoot}, elem...)...)
+	}
 	return filepath.Join(append([]string{testenv.RepoRoot()}, elem...)...)
 }
 
@@ -253,6 +330,9 @@ func TestScripts(t *testing.T) {
 		t.Logf("%v: scripts that need an API server are skipped", testenv.Missing())
 	}
 	root := repo()
+	if shellRoot != "" {
+		root = shellRoot
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -315,6 +395,12 @@ func TestScripts(t *testing.T) {
 				return cosign != "", nil
 			case "apiserver":
 				return apiserver, nil
+			case "noproc":
+				// A command can run where it cannot read /proc (as on a
+				// macOS host): root, with unshare for a mount namespace
+				// whose /proc is an empty tmpfs.
+				_, err := exec.LookPath("unshare")
+				return os.Geteuid() == 0 && err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

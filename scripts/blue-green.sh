@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # blue-green.sh: strategy B. Build the update in a second slot next to the
 # active one, gate it, switch, soak; the active slot is never touched
 # before the switch. Re-running any command after a crash resumes it.
@@ -15,13 +15,14 @@
 #   --switch-mode pivot (S3): their Cluster API objects move to the candidate at
 #   the switch and back at a revert
 #   blue-green.sh status
-set -o errexit -o nounset -o pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC3043 # local: dash, bash 3.2 and bash --posix have it
+set -o errexit -o nounset
+here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$here/blue-green.sh" | sed 's/^# \{0,1\}//'
 }
 
 # ROLLBACK_CODE and ROLLBACK_WHY are the exit code (and why) of a rollback
@@ -56,7 +57,7 @@ rollback() {
     if [ "$rc" -eq 1 ]; then
       fail "gate of the active slot $active"
       echo "BROKEN: the update was rolled back (candidate slot $candidate destroyed), but the active slot $active fails its gate: the previous deployment is NOT confirmed in place" >&2
-      echo "see what fails: kubectl bundle-gate --slot $active $(quoted "${GATE_ARGS[@]}")" >&2
+      echo "see what fails: kubectl bundle-gate --slot $active $GATE_ARGS" >&2
       finish 3 "the active slot $active fails its gate; see BROKEN above"
     fi
     pass "slot $active passed its gate"
@@ -88,19 +89,19 @@ preflight() {
 
 apply() {
   parse_args "$@"
-  hold_run "$(quoted "$SELF" apply "$PACKAGE" "${RERUN_ARGS[@]}")"
+  hold_run "$(self_command) apply $(q "$PACKAGE")${RERUN_ARGS:+ $RERUN_ARGS}"
   require_update
   check_gate_file apply "$PACKAGE"
   check_open blue-green
   if [ -z "$(txn id)" ]; then
     local active candidate
     active=$(active_slot)
-    candidate=$(other_slot "$active")
+    candidate=$(other_slot "$active") || exit
     # With no active slot listed, begin decides why (exit 3 either way): a
     # fresh site (blue-green builds next to an active slot, never from
     # none: it names the first install), or a pointer that is damaged or
     # names a slot with no record (it names the repair).
-    kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" ${SWITCH_MODE:+--switch-mode "$SWITCH_MODE"} "${BEGIN_ARGS[@]}" -q
+    x "$BEGIN_ARGS -q" kb "$JOURNAL" begin --strategy blue-green --package "$PACKAGE" ${active:+--active "$active"} --candidate "$candidate" ${SWITCH_MODE:+--switch-mode "$SWITCH_MODE"}
   fi
   local candidate digest
   candidate=$(txn slots.candidate)
@@ -119,18 +120,18 @@ apply() {
   fi
 
   offline_check
-  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rollback "verification of $PACKAGE"
+  x "$VERIFY_ARGS $(q "$PACKAGE")" step VERIFIED "$VERIFY" --stage -q || rollback "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   done_phase PROVISIONING || preflight "$candidate" "$digest"
   step PROVISIONING "$SLOT" create "$candidate" --package "$digest" || rollback "creating candidate slot $candidate"
   pass "candidate slot $candidate created"
-  step PROVISIONED "$SLOT" deploy "$candidate" "$digest" "${DEPLOY_ARGS[@]}" || rollback "deploying into slot $candidate"
+  x "$DEPLOY_ARGS" step PROVISIONED "$SLOT" deploy "$candidate" "$digest" || rollback "deploying into slot $candidate"
   pass "package deployed into slot $candidate"
   # S1: the workload clusters stay with the old slot, so the candidate's
   # gate checks its management cluster only (its revert gate checks all).
-  local scope=()
-  [ "$(txn switchMode)" != repoint ] || scope=(--management-only)
-  step HEALTHY "$GATE" --slot "$candidate" --record "${scope[@]}" "${GATE_ARGS[@]}" || rollback "gate of slot $candidate"
+  local scope=""
+  [ "$(txn switchMode)" != repoint ] || scope=--management-only
+  x "$scope $GATE_ARGS" step HEALTHY "$GATE" --slot "$candidate" --record || rollback "gate of slot $candidate"
   pass "slot $candidate passed its gate"
   local rc=0
   kb "$SWITCH" to "$candidate" || rc=$?
@@ -147,13 +148,13 @@ apply() {
     fail "switch to slot $candidate did not finish: re-run it to complete it: $RERUN_CMD"
     finish 3
   fi
-  pass "switched to slot $candidate; soaking (accept: $(quoted "$SELF" accept), revert: $(quoted "$SELF" revert))"
+  pass "switched to slot $candidate; soaking (accept: $(self_command) accept, revert: $(self_command) revert)"
   finish 0
 }
 
 accept() {
   parse_args "$@"
-  hold_run "$(quoted "$SELF" accept "${RERUN_ARGS[@]}")"
+  hold_run "$(self_command) accept${RERUN_ARGS:+ $RERUN_ARGS}"
   check_open blue-green
   local old owns confirmed=""
   old=$(txn slots.active)
@@ -198,12 +199,12 @@ accept() {
 # previous deployment said to be in place. --force reverts anyway (said,
 # and the run still exits 3 while the previous slot fails its gate).
 revert() {
-  local force=() args=() a
+  local force="" args="" a
   for a in "$@"; do
-    if [ "$a" = "--force" ]; then force=(--force); else args+=("$a"); fi
+    if [ "$a" = "--force" ]; then force=--force; else push args "$a"; fi
   done
-  parse_args "${args[@]}"
-  hold_run "$(quoted "$SELF" revert "${RERUN_ARGS[@]}" "${force[@]}")"
+  eval "parse_args $args"
+  hold_run "$(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS}${force:+ $force}"
   check_open blue-green
   if [ -z "$(txn id)" ] && [ "$("$SWITCH" status -o 'jsonpath={.mode}/{.phase}')" = repoint/ACCEPTED ]; then
     # An accepted S1 update kept the old slot for its workload clusters:
@@ -218,7 +219,7 @@ revert() {
     ACCEPTED | RETIRED)
       # The soak is over (kubectl bundle-switch accept ends it too): the
       # revert target may already be destroyed, as accept advises.
-      refuse 4 "transaction $(txn id) was accepted: slot $candidate stays active and slot $previous is no revert target any more, so there is nothing to revert; finish the update with: $(quoted "$SELF" accept)" ;;
+      refuse 4 "transaction $(txn id) was accepted: slot $candidate stays active and slot $previous is no revert target any more, so there is nothing to revert; finish the update with: $(self_command) accept" ;;
   esac
   recorded_gate
   check_gate_file revert
@@ -236,38 +237,38 @@ revert() {
     fi
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
       not_gated "$previous" "$rc"
-      if [ "${#force[@]}" -eq 0 ]; then
+      if [ -z "$force" ]; then
         echo "nothing was switched or destroyed; slot $candidate stays active and keeps serving (transaction $(txn id) stays open)" >&2
-        echo "once slot $previous can be gated, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
+        echo "once slot $previous can be gated, run: $(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS}" >&2
         finish "$rc" "slot $previous could not be gated: nothing was switched"
       fi
       echo "reverting anyway (--force): switching back to slot $previous, which was not gated" >&2
     elif [ "$rc" -eq 1 ]; then
       fail "gate of the previous slot $previous"
-      if [ "${#force[@]}" -eq 0 ]; then
+      if [ -z "$force" ]; then
         echo "BROKEN: slot $previous, the previous deployment, fails its gate: nothing was switched or destroyed; slot $candidate stays active and keeps serving (transaction $(txn id) stays open, soaking)" >&2
         revert_help "$previous"
-        echo "or keep the update: $(quoted "$SELF" accept "${RERUN_ARGS[@]}")" >&2
+        echo "or keep the update: $(self_command) accept${RERUN_ARGS:+ $RERUN_ARGS}" >&2
         finish 3 "the previous slot $previous fails its gate: nothing was switched; see BROKEN above"
       fi
       echo "reverting anyway (--force): switching back to slot $previous, which fails its gate" >&2
     fi
-    local switch_args=()
-    [ -z "$GATE_FILE" ] || switch_args+=(--gate "$GATE_FILE")
-    [ -z "$GATE_TIMEOUT" ] || switch_args+=(--gate-timeout "$GATE_TIMEOUT")
-    kb "$SWITCH" back "${switch_args[@]}" "${force[@]}" || { fail "switching back did not finish: re-run it to complete it: $RERUN_CMD"; finish 3; }
+    local switch_args=""
+    [ -z "$GATE_FILE" ] || push switch_args --gate "$GATE_FILE"
+    [ -z "$GATE_TIMEOUT" ] || push switch_args --gate-timeout "$GATE_TIMEOUT"
+    x "$switch_args $force" kb "$SWITCH" back || { fail "switching back did not finish: re-run it to complete it: $RERUN_CMD"; finish 3; }
   fi
   pass "switched back to slot $previous"
   rc=0
   gate_in_place "$previous" || rc=$?
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ "${#force[@]}" -eq 0 ]; then
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ] && [ -z "$force" ]; then
     not_gated "$previous" "$rc"
-    echo "candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK); once slot $previous can be gated, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
+    echo "candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK); once slot $previous can be gated, run: $(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS}" >&2
     finish "$rc" "slot $previous could not be gated after the switch back"
   fi
   if [ "$rc" -ne 0 ]; then
     fail "gate of slot $previous after the switch back"
-    if [ "${#force[@]}" -eq 0 ]; then
+    if [ -z "$force" ]; then
       echo "BROKEN: switched back to slot $previous, but it fails its gate: candidate slot $candidate is kept, not destroyed (transaction $(txn id) stays open in SWITCHED_BACK)" >&2
       revert_help "$previous"
       finish 3 "slot $previous fails its gate after the switch back; see BROKEN above"
@@ -283,7 +284,7 @@ revert() {
   pass "candidate slot $candidate destroyed"
   if [ -n "$broken" ]; then
     echo "BROKEN: reverted with --force: slot $previous is active but fails its gate; the previous deployment is NOT confirmed in place" >&2
-    echo "see what fails: kubectl bundle-gate --slot $previous $(quoted "${GATE_ARGS[@]}")" >&2
+    echo "see what fails: kubectl bundle-gate --slot $previous $GATE_ARGS" >&2
     finish 3 "slot $previous is active but fails its gate; see BROKEN above"
   fi
   echo "the previous deployment is in place: slot $previous is active and passed its gate"
@@ -292,9 +293,9 @@ revert() {
 
 # revert_help SLOT: what helps when the previous slot SLOT fails its gate.
 revert_help() {
-  echo "see what fails: kubectl bundle-gate --slot $1 $(quoted "${GATE_ARGS[@]}")" >&2
-  echo "once it passes, run: $(quoted "$SELF" revert "${RERUN_ARGS[@]}")" >&2
-  echo "to revert anyway: $(quoted "$SELF" revert "${RERUN_ARGS[@]}" --force)" >&2
+  echo "see what fails: kubectl bundle-gate --slot $1 $GATE_ARGS" >&2
+  echo "once it passes, run: $(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS}" >&2
+  echo "to revert anyway: $(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS} --force" >&2
 }
 
 status() {

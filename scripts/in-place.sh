@@ -1,17 +1,18 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # in-place.sh: strategy A. Deploy the update into the active slot, gate it,
 # commit. On a failed deploy or gate, redeploy the previous package into the
 # same slot: best effort, the slot was changed in place. Re-running after a
 # crash resumes: a deploy interrupted once is done again, twice restores.
 #
 #   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
-set -o errexit -o nounset -o pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC3043 # local: dash, bash 3.2 and bash --posix have it
+set -o errexit -o nounset
+here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,7p' "$here/in-place.sh" | sed 's/^# \{0,1\}//'
 }
 
 # restore redeploys the fallback package into the same slot.
@@ -26,10 +27,10 @@ restore() {
     finish 3
   fi
   if ! done_phase RESTORING; then
-    echo "BEST EFFORT: redeploying the previous package ${fallback:0:12} into slot $active (in-place cannot guarantee it comes back as it was)"
+    echo "BEST EFFORT: redeploying the previous package $(printf '%s' "$fallback" | cut -c1-12) into slot $active (in-place cannot guarantee it comes back as it was)"
   fi
-  recover RESTORING "$active" "previous package redeployed into slot $active (best effort)" \
-    "$SLOT" deploy "$active" "$fallback" "${DEPLOY_ARGS[@]}"
+  x "$DEPLOY_ARGS" recover RESTORING "$active" "previous package redeployed into slot $active (best effort)" \
+    "$SLOT" deploy "$active" "$fallback"
 }
 
 main() {
@@ -49,11 +50,11 @@ main() {
   fi
 
   offline_check
-  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || restore "verification of $PACKAGE"
+  x "$VERIFY_ARGS $(q "$PACKAGE")" step VERIFIED "$VERIFY" --stage -q || restore "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
-  step DEPLOYING "$SLOT" deploy "$active" "$digest" "${DEPLOY_ARGS[@]}" || restore "deploying into slot $active"
+  x "$DEPLOY_ARGS" step DEPLOYING "$SLOT" deploy "$active" "$digest" || restore "deploying into slot $active"
   pass "package deployed into slot $active"
-  step HEALTHY "$GATE" --slot "$active" --record "${GATE_ARGS[@]}" || restore "gate of slot $active"
+  x "$GATE_ARGS" step HEALTHY "$GATE" --slot "$active" --record || restore "gate of slot $active"
   pass "slot $active passed its gate"
   step COMMITTED true
   kb "$JOURNAL" end -q

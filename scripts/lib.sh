@@ -1,6 +1,10 @@
-# shellcheck shell=bash
+# shellcheck shell=sh disable=SC3043
 # lib.sh: what the strategy scripts share. Sourced by in-place.sh,
 # blue-green.sh and recreate.sh; holds no state (the journal does).
+# POSIX sh (dash, bash 3.2 as macOS's /bin/sh, bash --posix): no arrays,
+# no [[, no pipefail, no process substitution; `local` is used, as every
+# one of them has it. A list of arguments is one string of words quoted
+# for sh (push adds to one, x runs a command with one appended).
 
 # Plugins are found on PATH, as kubectl finds them: kubectl-bundle-NAME, as
 # make install and the release archives install them, or kubectl-bundle_NAME,
@@ -23,42 +27,90 @@ SWITCH=$(plugin switch)
 # require_plugins fails with exit 3 (environment) before any step when a
 # plugin is not installed, rather than half-way through an update.
 require_plugins() {
-  local p missing=()
+  local p missing=""
   for p in "$VERIFY" "$JOURNAL" "$SLOT" "$GATE" "$SWITCH"; do
-    command -v "$p" >/dev/null 2>&1 || missing+=("$p")
+    command -v "$p" >/dev/null 2>&1 || missing="${missing:+$missing }$p"
   done
-  if [ "${#missing[@]}" -gt 0 ]; then
-    echo "error: not on PATH: ${missing[*]}. Install all five plugins (docs/install.md: krew, the release archives, or make install) and re-run." >&2
+  if [ -n "$missing" ]; then
+    echo "error: not on PATH: $missing. Install all five plugins (docs/install.md: krew, the release archives, or make install) and re-run." >&2
     exit 3
   fi
 }
+
+# q WORD: WORD as one sh word, quoted only when it needs it (as the
+# plugins quote the commands they print).
+q() {
+  case $1 in
+    "" | *[!A-Za-z0-9_./:=@+,-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+
+# push VAR WORD...: append each WORD, quoted, to the list in VAR.
+push() {
+  local _var="$1" _w _l
+  shift
+  eval "_l=\${$_var}"
+  for _w in "$@"; do
+    _l="${_l:+$_l }$(q "$_w")"
+  done
+  eval "$_var=\$_l"
+}
+
+# x LIST COMMAND [ARGS...]: run COMMAND ARGS with the words of LIST (a
+# list push built) after them.
+x() {
+  local _l="$1"
+  shift
+  eval "set -- \"\$@\" $_l"
+  "$@"
+}
+# STATE_PREFIX starts every command a script prints when the state dir is
+# a relative KUBECTL_BUNDLE_STATE_DIR: the same variable, absolute, so that
+# the command pasted in another directory opens this state dir, not a new
+# empty one there ("" when the variable is unset or absolute).
+STATE_PREFIX=""
+case ${KUBECTL_BUNDLE_STATE_DIR:-} in
+  "" | /*) ;;
+  *)
+    if [ -d "$KUBECTL_BUNDLE_STATE_DIR" ]; then
+      STATE_PREFIX=$(cd "$KUBECTL_BUNDLE_STATE_DIR" && pwd)
+    else
+      STATE_PREFIX=$PWD/$KUBECTL_BUNDLE_STATE_DIR
+    fi
+    STATE_PREFIX="KUBECTL_BUNDLE_STATE_DIR=$(q "$STATE_PREFIX") " ;;
+esac
+
 # The scripts' own arguments: help needs no plugin.
 case "${1:-}" in
   "" | -h | --help | help) ;;
   *) require_plugins ;;
 esac
 
-VERIFY_ARGS=()
+# The lists of arguments (push, x).
+VERIFY_ARGS=""
 # YES_ARGS is --yes when given: discard what a slot holds without asking.
-YES_ARGS=()
-DEPLOY_ARGS=()
-GATE_ARGS=()
+YES_ARGS=""
+# shellcheck disable=SC2034 # read by the scripts
+DEPLOY_ARGS=""
+GATE_ARGS=""
 # BEGIN_ARGS record this run's gate and verification material in the
 # transaction, so that the next command journal status prints gates and
 # verifies the same way.
-BEGIN_ARGS=()
+BEGIN_ARGS=""
 # GATE_FILE and GATE_TIMEOUT are --gate (absolute) and --gate-timeout, ""
 # when not given.
 GATE_FILE=""
 GATE_TIMEOUT=""
 # RERUN_ARGS are this run's options with absolute paths, for the command
 # printed to run next; SELF is this script, absolute.
-RERUN_ARGS=()
+RERUN_ARGS=""
 SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 # The plugins name the scripts in the commands they print by this
 # directory, so that those name the scripts that run (absolute).
 export KUBECTL_BUNDLE_SCRIPTS_DIR="${SELF%/*}"
-SUMMARY=()
+# SUMMARY is the PASS and FAIL lines so far, one a line.
+SUMMARY=""
 PACKAGE=""
 LOG=""
 # OFFLINE_WAIT is --offline-wait SECONDS ("" when not given).
@@ -115,7 +167,7 @@ die() {
 # exit with CODE of the table (docs/exit-codes.md): 2 usage, 3 a
 # precondition missing, 4 a conflict.
 refuse() {
-  local code=$1
+  local code="$1"
   shift
   echo "error: $*" >&2
   exit "$code"
@@ -153,36 +205,36 @@ parse_args() {
     esac
     case "$1" in
       --key)
-        VERIFY_ARGS+=(--key "$(abs "$2")")
-        DEPLOY_ARGS+=(--key "$(abs "$2")")
-        RERUN_ARGS+=(--key "$(abs "$2")")
-        BEGIN_ARGS+=(--key "$(abs "$2")")
+        push VERIFY_ARGS --key "$(abs "$2")"
+        push DEPLOY_ARGS --key "$(abs "$2")"
+        push RERUN_ARGS --key "$(abs "$2")"
+        push BEGIN_ARGS --key "$(abs "$2")"
         shift 2 ;;
       --trusted-root)
-        VERIFY_ARGS+=("$1" "$(abs "$2")")
-        RERUN_ARGS+=("$1" "$(abs "$2")")
-        BEGIN_ARGS+=("$1" "$(abs "$2")")
+        push VERIFY_ARGS "$1" "$(abs "$2")"
+        push RERUN_ARGS "$1" "$(abs "$2")"
+        push BEGIN_ARGS "$1" "$(abs "$2")"
         shift 2 ;;
       --certificate-identity | --certificate-oidc-issuer)
-        VERIFY_ARGS+=("$1" "$2")
-        RERUN_ARGS+=("$1" "$2")
-        BEGIN_ARGS+=("$1" "$2")
+        push VERIFY_ARGS "$1" "$2"
+        push RERUN_ARGS "$1" "$2"
+        push BEGIN_ARGS "$1" "$2"
         shift 2 ;;
       --certificate-identity-regexp | --certificate-oidc-issuer-regexp)
         # (journal begin records no pattern: the staged record's signer
         # names it in the next command once the package is verified.)
-        VERIFY_ARGS+=("$1" "$2")
-        RERUN_ARGS+=("$1" "$2")
+        push VERIFY_ARGS "$1" "$2"
+        push RERUN_ARGS "$1" "$2"
         shift 2 ;;
-      --yes) YES_ARGS=(--yes); RERUN_ARGS+=(--yes); shift ;;
-      --gate) GATE_FILE=$(abs "$2"); GATE_ARGS+=(-f "$GATE_FILE"); RERUN_ARGS+=(--gate "$GATE_FILE"); BEGIN_ARGS+=(--gate "$GATE_FILE"); shift 2 ;;
-      --gate-timeout) GATE_TIMEOUT=$2; GATE_ARGS+=(--timeout "$2"); RERUN_ARGS+=(--gate-timeout "$2"); BEGIN_ARGS+=(--gate-timeout "$2"); shift 2 ;;
-      --log) LOG=$(abs "$2"); RERUN_ARGS+=(--log "$LOG"); shift 2 ;;
-      --offline-wait) OFFLINE_WAIT=$2; RERUN_ARGS+=(--offline-wait "$2"); shift 2 ;;
+      --yes) YES_ARGS=--yes; push RERUN_ARGS --yes; shift ;;
+      --gate) GATE_FILE=$(abs "$2"); push GATE_ARGS -f "$GATE_FILE"; push RERUN_ARGS --gate "$GATE_FILE"; push BEGIN_ARGS --gate "$GATE_FILE"; shift 2 ;;
+      --gate-timeout) GATE_TIMEOUT=$2; push GATE_ARGS --timeout "$2"; push RERUN_ARGS --gate-timeout "$2"; push BEGIN_ARGS --gate-timeout "$2"; shift 2 ;;
+      --log) LOG=$(abs "$2"); push RERUN_ARGS --log "$LOG"; shift 2 ;;
+      --offline-wait) OFFLINE_WAIT=$2; push RERUN_ARGS --offline-wait "$2"; shift 2 ;;
       --switch-mode)
         # shellcheck disable=SC2034 # read by blue-green.sh
         SWITCH_MODE=$2
-        RERUN_ARGS+=(--switch-mode "$2"); shift 2 ;;
+        push RERUN_ARGS --switch-mode "$2"; shift 2 ;;
       -h | --help) usage; exit 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *)
@@ -193,31 +245,55 @@ parse_args() {
         shift ;;
     esac
   done
-  if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "${ZARF_VERIFY_KEY:-}" ]; then
+  if [ -z "$VERIFY_ARGS" ] && [ -n "${ZARF_VERIFY_KEY:-}" ]; then
     local key
     key=$(abs "$ZARF_VERIFY_KEY")
-    VERIFY_ARGS+=(--key "$key")
-    DEPLOY_ARGS+=(--key "$key")
-    BEGIN_ARGS+=(--key "$key")
+    push VERIFY_ARGS --key "$key"
+    push DEPLOY_ARGS --key "$key"
+    push BEGIN_ARGS --key "$key"
     # In the printed command too, so that it runs without the variable:
     # the command that verifies a PACKAGE (accept and revert take none and
     # verify nothing, so theirs names no key).
     # First, as journal status prints it (the material, then the gate).
-    if [ -n "$PACKAGE" ]; then RERUN_ARGS=(--key "$key" "${RERUN_ARGS[@]}"); fi
+    if [ -n "$PACKAGE" ]; then RERUN_ARGS="$(q --key) $(q "$key")${RERUN_ARGS:+ $RERUN_ARGS}"; fi
   fi
   local identity
   identity=$(airgap_identity) || exit
-  if [ "${#VERIFY_ARGS[@]}" -eq 0 ] && [ -n "$identity" ]; then
+  if [ -z "$VERIFY_ARGS" ] && [ -n "$identity" ]; then
     # In the printed command too, so that it runs without the variables.
-    VERIFY_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
-    RERUN_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
-    BEGIN_ARGS+=(--certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER")
+    push VERIFY_ARGS --certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER"
+    push RERUN_ARGS --certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER"
+    push BEGIN_ARGS --certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER"
   fi
   if [ -n "$LOG" ]; then
     # Everything also goes to the log, so an unattended run can be read later.
-    exec > >(tee -a "$LOG") 2>&1
+    tee_to "$LOG" 1 1
+    exec 2>&1
     echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) ====="
   fi
+}
+
+# tee_to FILE FD TO: from now on, what this script writes to descriptor FD
+# (1 or 2) goes to descriptor TO as before and is appended to FILE too,
+# through a tee reading a fifo (POSIX sh has no >(...)). The tee holds no
+# run lock (9) and ends when the script and its children have closed FD;
+# it is killed with them. Best effort: when no fifo can be made, FD stays
+# as it is and 1 is returned.
+tee_to() {
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/kubectl-bundle-tee.XXXXXX" 2>/dev/null) || return 1
+  if ! mkfifo "$dir/fifo" 2>/dev/null; then
+    rm -rf "$dir"
+    return 1
+  fi
+  if [ "$3" = 2 ]; then
+    tee -a "$1" <"$dir/fifo" >&2 9>&- &
+  else
+    tee -a "$1" <"$dir/fifo" 9>&- &
+  fi
+  if [ "$2" = 2 ]; then exec 2>"$dir/fifo"; else exec >"$dir/fifo"; fi
+  # Both ends are open: the fifo needs no name any more.
+  rm -rf "$dir"
 }
 
 # hold_run COMMAND: this run owns the state dir until it exits (docs/strategies.md,
@@ -233,9 +309,11 @@ hold_run() {
   # shellcheck disable=SC2034 # read by blue-green.sh
   RERUN_CMD=$1
   path=$("$JOURNAL" lock-run --path) || exit
-  exec {KB_RUN_FD}<>"$path"
-  export KUBECTL_BUNDLE_RUN_FD=$KB_RUN_FD
-  "$JOURNAL" lock-run --fd "$KB_RUN_FD" --command "$1" || exit
+  # A fixed descriptor: POSIX sh has no {VAR} redirection (bash before 4.1,
+  # macOS's /bin/sh, reads it as a command). Nothing else here uses 9.
+  exec 9<>"$path"
+  export KUBECTL_BUNDLE_RUN_FD=9
+  "$JOURNAL" lock-run --fd 9 --command "$1" || exit
 }
 
 # kb runs one plugin call. Tests set KB_TEST_KILL_AFTER=N to have the
@@ -259,7 +337,7 @@ kb() {
 # step PHASE COMMAND...: run COMMAND as the journal step PHASE (skipped when
 # already done, redone when it was interrupted).
 step() {
-  local phase=$1
+  local phase="$1"
   shift
   evidence_start
   kb "$JOURNAL" run "$phase" -- "$@"
@@ -274,8 +352,9 @@ evidence_start() {
   dir=$("$JOURNAL" evidence --path 2>/dev/null) || return 0
   [ -d "$dir" ] || return 0
   EVIDENCE=$dir
-  echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) =====" 2>/dev/null >>"$EVIDENCE/output.log" || true
-  exec > >(tee -a "$EVIDENCE/output.log") 2> >(tee -a "$EVIDENCE/output.log" >&2)
+  { echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) =====" >>"$EVIDENCE/output.log"; } 2>/dev/null || true
+  tee_to "$EVIDENCE/output.log" 1 1 || return 0
+  tee_to "$EVIDENCE/output.log" 2 2 || true
 }
 
 # txn FIELD: a field of the open transaction ("" when none is open).
@@ -295,12 +374,14 @@ phase_status() {
 }
 
 pass() {
-  SUMMARY+=("PASS: $*")
+  SUMMARY="${SUMMARY}PASS: $*
+"
   echo "PASS: $*"
 }
 
 fail() {
-  SUMMARY+=("FAIL: $*")
+  SUMMARY="${SUMMARY}FAIL: $*
+"
   echo "FAIL: $*" >&2
 }
 
@@ -309,7 +390,7 @@ fail() {
 # its gate passed, 3 a rollback step failed or the restored slot fails its
 # gate (WHY says which; kubectl bundle-journal status names the next command).
 finish() {
-  local code=$1 why=${2:-} result
+  local code="$1" why="${2:-}" result
   case "$code" in
     0) result="RESULT: PASS" ;;
     1) result="RESULT: FAIL (the previous deployment is in place)" ;;
@@ -318,12 +399,12 @@ finish() {
   evidence_start
   if [ -n "$EVIDENCE" ]; then
     # The summary of the transaction's last run, kept with its evidence.
-    { printf '%s\n' "${SUMMARY[@]}" "$result" >"$EVIDENCE/summary.txt.tmp" &&
+    { printf '%s%s\n' "$SUMMARY" "$result" >"$EVIDENCE/summary.txt.tmp" &&
       mv -f "$EVIDENCE/summary.txt.tmp" "$EVIDENCE/summary.txt"; } 2>/dev/null || true
   fi
   echo ""
   echo "===== summary ====="
-  printf '%s\n' "${SUMMARY[@]}"
+  if [ -n "$SUMMARY" ]; then printf '%s' "$SUMMARY"; else echo; fi
   echo "$result"
   exit "$code"
 }
@@ -356,7 +437,7 @@ close_if_untouched() {
 # file, the same checks failing), it says so and names the gate again
 # rather than repeating the same BROKEN.
 recover() {
-  local phase=$1 slot=$2 what=$3
+  local phase="$1" slot="$2" what="$3"
   shift 3
   if ! step "$phase" "$@"; then
     fail "$what: the recovery step failed"
@@ -364,7 +445,7 @@ recover() {
   fi
   local rc=0 before
   before=$(gate_outcome "$slot")
-  kb "$GATE" --slot "$slot" --record "${GATE_ARGS[@]}" || rc=$?
+  x "$GATE_ARGS" kb "$GATE" --slot "$slot" --record || rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
     not_gated "$slot" "$rc"
     echo "the transaction $(txn id) stays open in $phase; once slot $slot can be gated, run: $(rerun_command)" >&2
@@ -410,7 +491,7 @@ gate_failing() {
 # gate_command SLOT: the gate of this run against SLOT, recording its
 # result, as a line to paste (journal status names the same).
 gate_command() {
-  echo "kubectl bundle-gate --slot $1 --record${GATE_ARGS[*]:+ $(quoted "${GATE_ARGS[@]}")}"
+  echo "kubectl bundle-gate --slot $1 --record${GATE_ARGS:+ $GATE_ARGS}"
 }
 
 # recorded_gate: without --gate and --gate-timeout, the gate the open
@@ -420,11 +501,11 @@ recorded_gate() {
   local v
   if [ -z "$GATE_FILE" ]; then
     v=$(txn gate.file 2>/dev/null) || v=""
-    if [ -n "$v" ]; then GATE_FILE=$v; GATE_ARGS+=(-f "$v"); fi
+    if [ -n "$v" ]; then GATE_FILE=$v; push GATE_ARGS -f "$v"; fi
   fi
   if [ -z "$GATE_TIMEOUT" ]; then
     v=$(txn gate.timeout 2>/dev/null) || v=""
-    if [ -n "$v" ]; then GATE_TIMEOUT=$v; GATE_ARGS+=(--timeout "$v"); fi
+    if [ -n "$v" ]; then GATE_TIMEOUT=$v; push GATE_ARGS --timeout "$v"; fi
   fi
   return 0
 }
@@ -435,14 +516,14 @@ recorded_gate() {
 # gate; 2 (its file or flags), 3 (the cluster or the state unreachable or
 # damaged) and 4 (a conflict) say it could not be gated (not_gated).
 gate_in_place() {
-  kb "$GATE" --slot "$1" --record "${GATE_ARGS[@]}"
+  x "$GATE_ARGS" kb "$GATE" --slot "$1" --record
 }
 
 # not_gated SLOT RC: the gate of SLOT did not run to a verdict (exit RC):
 # say so and how to gate it, and nothing about SLOT's health.
 not_gated() {
   fail "slot $1 could not be gated (kubectl bundle-gate exited $2; the error above says why): its health is not known"
-  echo "once that is fixed, gate it: kubectl bundle-gate --slot $1 $(quoted "${GATE_ARGS[@]}")" >&2
+  echo "once that is fixed, gate it: kubectl bundle-gate --slot $1 $GATE_ARGS" >&2
 }
 
 # check_gate_file VERB [ARGS...]: the gate file (--gate, or the one the open
@@ -462,31 +543,40 @@ check_gate_file() {
 # --gate it was given, else added) and its gate timeout (the one given, or
 # the one the open transaction was begun with), as a line to paste.
 rerun_with_gate() {
-  local file=$1 a=() gate="" timeout=""
+  local file="$1" a="" gate="" timeout=""
   shift
-  set -- "$@" "${RERUN_ARGS[@]}"
+  eval "set -- \"\$@\" $RERUN_ARGS"
   while [ $# -gt 0 ]; do
     case "$1" in
-      --gate) a+=(--gate "$file"); gate=1; shift 2 ;;
-      --gate-timeout) a+=("$1" "$2"); timeout=1; shift 2 ;;
-      *) a+=("$1"); shift ;;
+      --gate) push a --gate "$file"; gate=1; shift 2 ;;
+      --gate-timeout) push a "$1" "$2"; timeout=1; shift 2 ;;
+      *) push a "$1"; shift ;;
     esac
   done
-  [ -n "$gate" ] || a+=(--gate "$file")
-  if [ -z "$timeout" ] && [ -n "$GATE_TIMEOUT" ]; then a+=(--gate-timeout "$GATE_TIMEOUT"); fi
-  quoted "$SELF" "${a[@]}"
+  [ -n "$gate" ] || push a --gate "$file"
+  if [ -z "$timeout" ] && [ -n "$GATE_TIMEOUT" ]; then push a --gate-timeout "$GATE_TIMEOUT"; fi
+  printf '%s\n' "$(self_command)${a:+ $a}"
 }
 
 # quoted ARGS...: ARGS as one line a shell reads back as the same words.
 quoted() {
-  [ $# -gt 0 ] || return 0
-  printf '%q ' "$@" | sed 's/ $//'
+  local _out=""
+  push _out "$@"
+  printf '%s\n' "$_out"
+}
+
+# self_command: this script as a printed command starts: its absolute
+# path, after the state dir when that was given as a relative
+# KUBECTL_BUNDLE_STATE_DIR (pasted in another directory, the command then
+# still names this run's state dir).
+self_command() {
+  printf '%s%s\n' "$STATE_PREFIX" "$(q "$SELF")"
 }
 
 # rerun_command: this script with this run's package and options, with
 # absolute paths, as a line to paste.
 rerun_command() {
-  quoted "$SELF" "$PACKAGE" "${RERUN_ARGS[@]}"
+  printf '%s\n' "$(self_command) $(q "$PACKAGE")${RERUN_ARGS:+ $RERUN_ARGS}"
 }
 
 # check_open STRATEGY: an open transaction must be this script's, for this
@@ -509,7 +599,7 @@ check_open() {
 # says so, or exits 2 naming what to give).
 require_update() {
   [ -n "$PACKAGE" ] || die "a PACKAGE is required (see --help)"
-  if [ "${#VERIFY_ARGS[@]}" -eq 0 ]; then
+  if [ -z "$VERIFY_ARGS" ]; then
     local rc=0
     "$VERIFY" --policy -q || rc=$?
     [ "$rc" -eq 0 ] || refuse "$rc" "the scripts take the same flags, or ZARF_VERIFY_KEY, or AIRGAP_VERIFY_WORKFLOW_REF (or AIRGAP_VERIFY_REPO and AIRGAP_VERIFY_REF) for the site's keyless signer"
@@ -524,14 +614,14 @@ begin_on_active() {
   local active
   active=$(active_slot)
   [ -n "$active" ] || refuse 3 "no active slot: $1 $2 the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)"
-  kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active" "${BEGIN_ARGS[@]}" -q
+  x "$BEGIN_ARGS -q" kb "$JOURNAL" begin --strategy "$1" --package "$PACKAGE" --active "$active"
 }
 
 # resume RECOVER RECOVERY_PHASE: what a previous run left decides what
 # happens now: inside the recovery it is finished by the function RECOVER,
 # a committed update is closed, a failed step is recovered.
 resume() {
-  local recover_fn=$1 recovery=$2
+  local recover_fn="$1" recovery="$2"
   case "$(txn phase)" in
     "$recovery" | RESTORED)
       if done_phase "$recovery"; then
@@ -556,16 +646,16 @@ resume() {
 # nothing is closed; one resumed past its first step stays open, and
 # re-running this script once offline resumes it.
 offline_check() {
-  local args=() rc=0
+  local args="" rc=0
   if [ "${SKIP_OFFLINE_CHECK:-0}" = "1" ]; then
-    args+=(--skip)
+    push args --skip
   elif [ -n "$OFFLINE_WAIT" ]; then
-    args+=(--wait "$OFFLINE_WAIT")
+    push args --wait "$OFFLINE_WAIT"
   elif [ -n "${OFFLINE_WAIT_SECONDS:-}" ]; then
-    args+=(--wait "$OFFLINE_WAIT_SECONDS")
+    push args --wait "$OFFLINE_WAIT_SECONDS"
   fi
   local out
-  out=$("$JOURNAL" offline-check "${args[@]}") || rc=$?
+  out=$(x "$args" "$JOURNAL" offline-check) || rc=$?
   if [ "$rc" -eq 0 ]; then
     case "$out" in
       "offline: off"*) ;;
@@ -590,9 +680,10 @@ active_slot() {
   "$SLOT" list -o 'jsonpath={[?(@.active==true)].name}'
 }
 
-# other_slot SLOT: the slot blue/green builds next to SLOT.
+# other_slot SLOT: the slot blue/green builds next to SLOT: the other one
+# of config.yaml's slots: (a and b unless it names others).
 other_slot() {
-  if [ "$1" = "a" ]; then echo b; else echo a; fi
+  "$SLOT" other "$1"
 }
 
 # confirm_losses SLOT WHAT: before WHAT discards SLOT, list what it holds
@@ -601,8 +692,15 @@ other_slot() {
 # given. A refusal changes nothing: exit with its code (2 names --yes).
 confirm_losses() {
   local rc=0
-  "$SLOT" losses "$1" "${YES_ARGS[@]}" || rc=$?
+  x "$YES_ARGS" "$SLOT" losses "$1" || rc=$?
   [ "$rc" -eq 0 ] && return 0
+  if [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then
+    # Not a refusal: the list could not be made or recorded (a full disk,
+    # the state dir unwritable, a conflict). --yes would not help.
+    fail "$2: what slot $1 holds could not be listed and recorded (kubectl bundle-slot losses exited $rc: the error above says why); nothing was changed"
+    echo "once that is fixed (a full disk: free space in the state dir), run again: $RERUN_CMD" >&2
+    finish "$rc" "the list of what slot $1 holds could not be written: nothing was changed"
+  fi
   fail "$2 would discard what slot $1 holds (listed above); nothing was changed"
   finish "$rc" "not confirmed: run again with --yes to discard it"
 }

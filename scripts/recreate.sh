@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # recreate.sh: strategy C. Tear the active slot down and build it again
 # with the update; on failure build it again with the previous package.
 # Needs a maintenance window, not room for two clusters. Re-running after a
@@ -7,13 +7,14 @@
 #   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--yes] [--log FILE]
 #   (the teardown lists what the slot holds first; with any, a terminal
 #   asks, and without one it needs --yes)
-set -o errexit -o nounset -o pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck disable=SC3043 # local: dash, bash 3.2 and bash --posix have it
+set -o errexit -o nounset
+here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
 . "$here/lib.sh"
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$here/recreate.sh" | sed 's/^# \{0,1\}//'
 }
 
 # build SLOT DIGEST [DEPLOY ARGS...]: a fresh slot with DIGEST deployed.
@@ -35,9 +36,9 @@ rebuild() {
     fail "no previous package is recorded for slot $active: nothing to rebuild with"
     finish 3
   fi
-  done_phase BUILDING_FALLBACK || echo "rebuilding slot $active with the previous package ${fallback:0:12}"
-  recover BUILDING_FALLBACK "$active" "slot $active rebuilt with the previous package" \
-    "$here/recreate.sh" --build "$active" "$fallback" "${DEPLOY_ARGS[@]}"
+  done_phase BUILDING_FALLBACK || echo "rebuilding slot $active with the previous package $(printf '%s' "$fallback" | cut -c1-12)"
+  x "$DEPLOY_ARGS" recover BUILDING_FALLBACK "$active" "slot $active rebuilt with the previous package" \
+    "$here/recreate.sh" --build "$active" "$fallback"
 }
 
 main() {
@@ -52,15 +53,15 @@ main() {
   resume rebuild BUILDING_FALLBACK
 
   offline_check
-  step VERIFIED "$VERIFY" --stage -q "${VERIFY_ARGS[@]}" "$PACKAGE" || rebuild "verification of $PACKAGE"
+  x "$VERIFY_ARGS $(q "$PACKAGE")" step VERIFIED "$VERIFY" --stage -q || rebuild "verification of $PACKAGE"
   pass "package verified and staged ($digest)"
   done_phase TEARDOWN || confirm_losses "$active" "the teardown"
   # Confirmed by confirm_losses above (or the step is done).
   step TEARDOWN "$SLOT" destroy "$active" --force --yes || rebuild "tearing down slot $active"
   pass "slot $active torn down"
-  step BUILDING "$here/recreate.sh" --build "$active" "$digest" "${DEPLOY_ARGS[@]}" || rebuild "building slot $active"
+  x "$DEPLOY_ARGS" step BUILDING "$here/recreate.sh" --build "$active" "$digest" || rebuild "building slot $active"
   pass "slot $active built with the package"
-  step HEALTHY "$GATE" --slot "$active" --record "${GATE_ARGS[@]}" || rebuild "gate of slot $active"
+  x "$GATE_ARGS" step HEALTHY "$GATE" --slot "$active" --record || rebuild "gate of slot $active"
   pass "slot $active passed its gate"
   step COMMITTED true
   kb "$JOURNAL" end -q

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -58,7 +57,9 @@ func lockRun(streams kcli.IOStreams, cmd *cli.Command) error {
 		command = parentCommand()
 	}
 	// The script is this call's parent: it holds the lock, not this process.
-	h := state.Holder{PID: os.Getppid(), Command: command, Since: time.Now().UTC()}
+	// Its pid, command and start are written under the lock: what names
+	// it to every other process, on every system (no /proc needed).
+	h := state.Holder{PID: os.Getppid(), Command: command, Since: time.Now().UTC(), Start: state.ProcStart(os.Getppid())}
 	if err := d.HoldRun(fd, h); err != nil {
 		if errkind.Of(err) != errkind.Unknown {
 			return err // a live run (exit 4), a damaged run lock (exit 3)
@@ -90,11 +91,11 @@ func kinded(err error) error {
 	return errkind.Wrap(errkind.Environment, err)
 }
 
-// parentCommand is the calling script's command line, as /proc has it.
+// parentCommand is the calling script's command line, as the system tells
+// it (/proc on Linux, sysctl on darwin).
 func parentCommand() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", os.Getppid()))
-	if err != nil || len(b) == 0 {
-		return "a strategy script"
+	if c := state.ProcCommand(os.Getppid()); c != "" {
+		return c
 	}
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	return "a strategy script"
 }

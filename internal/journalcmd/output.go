@@ -214,7 +214,31 @@ func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 			}
 		}
 	}
-	return journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t))
+	return withStateDir(d, journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t)))
+}
+
+// withStateDir starts n's commands with the state dir when a pasted command
+// would open another one (a relative $KUBECTL_BUNDLE_STATE_DIR):
+// state.Dir.CommandPrefix.
+func withStateDir(d *state.Dir, n journal.NextStep) journal.NextStep {
+	if d == nil {
+		return n
+	}
+	p := d.CommandPrefix()
+	if p == "" {
+		return n
+	}
+	if n.Command != "" {
+		n.Command = p + n.Command
+	}
+	alts := make([]string, len(n.Alternatives))
+	for i, a := range n.Alternatives {
+		alts[i] = p + a
+	}
+	if n.Alternatives != nil {
+		n.Alternatives = alts
+	}
+	return n
 }
 
 // gateFileErr says why the gate file t was begun with (journal begin

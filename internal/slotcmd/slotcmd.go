@@ -120,6 +120,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "list", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
 				Action: slotArg(list, false)},
 			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
+			otherCommand(slotArg(other, false)),
 		},
 	})
 

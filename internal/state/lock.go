@@ -17,6 +17,10 @@ type Holder struct {
 	PID     int       `json:"pid"`
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
+	// Start is when PID started, as this system tells it (ProcStart; ""
+	// when it cannot): a record whose PID lives but started at another
+	// time names a process that reused the pid, not the holder.
+	Start string `json:"start,omitempty"`
 	// Step is the transaction step a step lock's holder runs (TXN/PHASE).
 	Step string `json:"step,omitempty"`
 }
@@ -111,7 +115,7 @@ func (d *Dir) lockFile(name, step string) (*Lock, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC(), Step: step}
+	h := Holder{PID: os.Getpid(), Command: strings.Join(os.Args, " "), Since: time.Now().UTC(), Start: procs.start(os.Getpid()), Step: step}
 	b, _ := json.Marshal(h)
 	// The holder record is advisory: the flock is the lock. It is written in
 	// place so that a waiter can read it; a torn record only loses the name.

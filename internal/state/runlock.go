@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,22 @@ type RunLockedError struct {
 	// Replaced says what RunLockFile is now when, removed, it was replaced
 	// by what is not a regular file ("" when it was not).
 	Replaced string
+	// Gone: Holder, the script that took the lock, is dead (signal 0 does
+	// not reach its pid, or its pid now names a process that started
+	// after it): Orphans, when any is known, hold the lock now.
+	Gone bool
+	// Path is the run lock's absolute path, named when the processes
+	// that hold it cannot be (Gone, no Orphans).
+	Path string
+}
+
+// unnamed: the script is gone and this system cannot name what still
+// holds its lock (no /proc, no lsof, no step running).
+func (e *RunLockedError) unnamed() bool { return e.Gone && len(e.Orphans) == 0 }
+
+// findHolders is how to find the unnamed processes that hold the lock.
+func (e *RunLockedError) findHolders() string {
+	return fmt.Sprintf("this system cannot name them: find them with lsof %s", e.Path)
 }
 
 // gone says what happened to RunLockFile under the live run.
@@ -78,6 +95,8 @@ func (e *RunLockedError) Running() string {
 		return fmt.Sprintf("%s holds this run (its lock file %s %s): wait for it to finish, or stop it (%s) and re-run the script", names, RunLockFile, e.gone(), kill)
 	case len(e.Orphans) > 0:
 		return fmt.Sprintf("the run of pid %d is gone, but %s still holds it: wait for it to finish, or stop it (%s) and re-run the script", h.PID, names, kill)
+	case e.unnamed():
+		return fmt.Sprintf("the run of pid %d (%s) is gone, but a process it started still holds it (%s): wait for it to finish, or stop it and re-run the script", h.PID, h.Command, e.findHolders())
 	case h.PID != 0:
 		return fmt.Sprintf("pid %d (%s) holds this run since %s: wait for it to finish", h.PID, h.Command, h.Since.Format(time.RFC3339))
 	}
@@ -96,6 +115,8 @@ func (e *RunLockedError) Waiting() string {
 		return "pid " + pids[0]
 	case len(pids) > 1:
 		return "pids " + strings.Join(pids, ", ")
+	case e.unnamed():
+		return "what the run of pid " + strconv.Itoa(e.Holder.PID) + " started"
 	case e.Holder.PID != 0:
 		return "pid " + strconv.Itoa(e.Holder.PID)
 	}
@@ -111,6 +132,8 @@ func (e *RunLockedError) Stop() string {
 		return fmt.Sprintf("if it hangs, stop it (%s) and re-run the script", kill)
 	case len(e.Orphans) > 0:
 		return fmt.Sprintf("if it hangs, stop it (%s) and re-run the script, which takes the run over: %s", kill, h.Command)
+	case e.unnamed():
+		return fmt.Sprintf("if it hangs, stop it (%s) and re-run the script, which takes the run over: %s", e.findHolders(), h.Command)
 	case h.PID != 0:
 		return fmt.Sprintf("if it hangs, stop it (kill %d) and re-run it, which takes the run over: %s", h.PID, h.Command)
 	}
@@ -127,6 +150,10 @@ func (e *RunLockedError) Error() string {
 		}
 		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but what it started still holds the state dir's run lock: %s; wait for it to finish, or stop it (%s) and re-run the script, which takes the run over: %s",
 			h.PID, h.Command, names, kill, h.Command)
+	}
+	if e.unnamed() {
+		return fmt.Sprintf("the strategy run of pid %d (%s) is gone, but a process it started still holds the state dir's run lock (%s); wait for it to finish, or stop it and re-run the script, which takes the run over: %s",
+			h.PID, h.Command, e.findHolders(), h.Command)
 	}
 	if h.PID == 0 {
 		return fmt.Sprintf("a strategy script holds the state dir (%s) for its run: wait for it to finish (--force does not override a live run)", RunLockFile)
@@ -390,55 +417,66 @@ func (d *Dir) runLocked(p string) error {
 	if h == nil {
 		return &RunLockedError{}
 	}
-	e := &RunLockedError{Holder: *h}
-	if h.PID > 0 && syscall.Kill(h.PID, 0) == syscall.ESRCH {
-		e.Orphans = lockOpeners(p)
+	e := &RunLockedError{Holder: *h, Path: p}
+	if !alive(h) {
+		e.Gone = true
+		e.Orphans = d.runOrphans(p)
 	}
 	return e
 }
 
 // removedLockOpeners returns the other processes with a descriptor open on
-// p after p was removed (the kernel names it "p (deleted)").
+// p after p was removed (Linux names it "p (deleted)"; nil where the
+// system cannot say).
 func removedLockOpeners(p string) []Orphan {
-	return openersWhere(func(fdPath string) bool {
-		link, err := os.Readlink(fdPath)
-		return err == nil && link == p+" (deleted)"
-	})
+	o, _ := procs.openers(p, true)
+	return o
 }
 
-// lockOpeners returns the other processes with a descriptor open on p,
-// found through /proc (Linux; nil elsewhere).
+// lockOpeners returns the other processes with a descriptor open on p
+// (/proc on Linux, lsof on darwin; nil where the system cannot say).
 func lockOpeners(p string) []Orphan {
-	want, err := os.Stat(p)
-	if err != nil {
-		return nil
-	}
-	return openersWhere(func(fdPath string) bool {
-		fi, err := os.Stat(fdPath)
-		return err == nil && os.SameFile(fi, want)
-	})
+	o, _ := procs.openers(p, false)
+	return o
 }
 
-// openersWhere returns the other processes with a descriptor for which
-// match (given /proc/PID/fd/N) says yes.
-func openersWhere(match func(fdPath string) bool) []Orphan {
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	var out []Orphan
-	for _, dir := range procs {
-		pid, err := strconv.Atoi(filepath.Base(dir))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
-		for _, fd := range fds {
-			if match(filepath.Join(dir, "fd", fd.Name())) {
-				cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-				out = append(out, Orphan{PID: pid, Command: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
-				break
+// runOrphans are the live processes that hold the run lock p after the
+// script that took it is gone: those the system names (lockOpeners), and,
+// named by its own record wherever the system names none (no /proc), the
+// live process that runs the transaction's step: a plugin call of the run,
+// which inherited the script's descriptor.
+func (d *Dir) runOrphans(p string) []Orphan {
+	o := lockOpeners(p)
+	if h, err := d.StepRunning(); err == nil && h != nil && h.PID > 0 && h.PID != os.Getpid() && alive(h) {
+		for _, x := range o {
+			if x.PID == h.PID {
+				return o
 			}
 		}
+		o = append(o, Orphan{PID: h.PID, Command: h.Command})
 	}
-	return out
+	return o
+}
+
+// onRemovedRunLock reports whether descriptor fd is open on the run lock p
+// after p was removed from outside: as /proc names it where there is one;
+// elsewhere, a regular file with no name left, on p's file system, that
+// holds a run's holder record.
+func onRemovedRunLock(fd int, p string) bool {
+	if l, ok := procs.(linuxProcs); ok {
+		if deleted, ok := l.fdDeleted(fd, p); ok {
+			return deleted
+		}
+	}
+	var st, dst syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 0 ||
+		syscall.Stat(filepath.Dir(p), &dst) != nil || st.Dev != dst.Dev {
+		return false
+	}
+	b := make([]byte, 4096)
+	n, _ := syscall.Pread(fd, b, 0)
+	var h Holder
+	return n > 0 && json.Unmarshal(bytes.TrimSpace(b[:n]), &h) == nil && h.PID > 0
 }
 
 // inheritedRun reports whether this process inherited, through EnvRunFD, a
@@ -454,7 +492,7 @@ func inheritedRun(p string) (bool, error) {
 	if err == nil && fd >= 3 && sameFile(fd, p) != nil {
 		// The run's own descriptor on a run.lock removed from outside
 		// still makes this process part of that run.
-		if link, lerr := os.Readlink("/proc/self/fd/" + v); lerr != nil || link != p+" (deleted)" {
+		if !onRemovedRunLock(fd, p) {
 			fd = -1
 		}
 	}

@@ -1,0 +1,26 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// CommandPrefix is what starts a command printed for this state dir when a
+// pasted command would otherwise open another one: the state dir came
+// from a relative $KUBECTL_BUNDLE_STATE_DIR (or --state-dir), which names
+// another directory wherever the command is pasted. It is that variable
+// set to this dir's absolute path, then a space; "" when the command finds
+// this dir by itself ($KUBECTL_BUNDLE_STATE_DIR absolute and this dir, or
+// unset and this dir the default).
+func (d *Dir) CommandPrefix() string {
+	env := os.Getenv(EnvStateDir)
+	if filepath.IsAbs(env) && filepath.Clean(env) == d.Path {
+		return ""
+	}
+	if env == "" {
+		if def, err := Resolve(""); err == nil && def == d.Path {
+			return ""
+		}
+	}
+	return EnvStateDir + "=" + shellQuote(d.Path) + " "
+}

@@ -1,0 +1,275 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+)
+
+// procInfo is what the run lock asks the operating system about other
+// processes: Linux answers from /proc (proc_linux.go), darwin from sysctl
+// and lsof (proc_darwin.go), both through this interface, so that the
+// darwin answers are tested on Linux with fakes (proc_test.go). Nothing here
+// needs /proc: a process that cannot read it (a macOS host, a mount
+// namespace with an empty /proc) still names the run's holder from the
+// record written under the lock (Holder) and checks it for life with
+// signal 0; what it loses is only the pid-reuse guard and the list of
+// processes that hold the lock after the script died, which then comes
+// from the step lock's own record (stepOrphan).
+type procInfo interface {
+	// start is a token for when pid started: two processes that had the
+	// same pid one after the other have different tokens ("" when it
+	// cannot be told).
+	start(pid int) string
+	// command is pid's command line ("" when it cannot be told).
+	command(pid int) string
+	// openers are the other processes with a descriptor open on p, or,
+	// with deleted, on p after p was removed; ok is false when the
+	// system cannot say (then nil says nothing).
+	openers(p string, deleted bool) (o []Orphan, ok bool)
+}
+
+// procs is this system's procInfo; tests replace it.
+var procs = newProcInfo()
+
+// alive reports whether h, the holder a lock's record names, still lives:
+// signal 0 reaches its pid, and that pid is still the process that wrote
+// the record (its start token, when both are known, is the recorded one).
+func alive(h *Holder) bool {
+	if h == nil || h.PID <= 0 {
+		return false
+	}
+	if err := syscall.Kill(h.PID, 0); err == syscall.ESRCH {
+		return false
+	}
+	if h.Start == "" {
+		return true
+	}
+	now := procs.start(h.PID)
+	return now == "" || now == h.Start
+}
+
+// ProcStart is pid's start token on this system ("" when it cannot be
+// told): lock-run records the script's in the run lock.
+func ProcStart(pid int) string { return procs.start(pid) }
+
+// ProcCommand is pid's command line on this system ("" when it cannot be
+// told).
+func ProcCommand(pid int) string { return procs.command(pid) }
+
+// darwinProcs answers for darwin through the calls it is given: kinfo
+// returns a process's start time (kern.proc.pid), procargs its
+// kern.procargs2 buffer, lsof runs lsof with the given arguments. The
+// darwin build binds them to sysctl and /usr/sbin/lsof; tests bind fakes,
+// and lsof for real where it is installed.
+type darwinProcs struct {
+	kinfo    func(pid int) (sec, usec int64, err error)
+	procargs func(pid int) ([]byte, error)
+	lsof     func(args ...string) ([]byte, error)
+}
+
+func (d darwinProcs) start(pid int) string {
+	sec, usec, err := d.kinfo(pid)
+	if err != nil || (sec == 0 && usec == 0) {
+		return ""
+	}
+	return strconv.FormatInt(sec, 10) + "." + strconv.FormatInt(usec, 10)
+}
+
+func (d darwinProcs) command(pid int) string {
+	b, err := d.procargs(pid)
+	if err != nil {
+		return ""
+	}
+	return parseProcArgs2(b)
+}
+
+// openers asks lsof which processes have p open. A removed file has no
+// name to ask by on darwin: deleted is not answered (ok false).
+func (d darwinProcs) openers(p string, deleted bool) ([]Orphan, bool) {
+	if deleted || d.lsof == nil {
+		return nil, false
+	}
+	out, err := d.lsof("-n", "-P", "-w", "-F", "pc", "--", p)
+	if err != nil && len(out) == 0 {
+		// lsof exits 1 when nobody has p open, and when it cannot run.
+		var ee interface{ ExitCode() int }
+		return nil, errors.As(err, &ee) && ee.ExitCode() == 1
+	}
+	var o []Orphan
+	for _, x := range parseLsof(out) {
+		if x.PID == os.Getpid() {
+			continue
+		}
+		if c := d.command(x.PID); c != "" {
+			x.Command = c
+		}
+		o = append(o, x)
+	}
+	return o, true
+}
+
+// parseProcArgs2 is the command line in a darwin kern.procargs2 buffer:
+// argc (a 32-bit integer, little-endian on every darwin that runs Go), the
+// executable's path, NUL padding, then argc NUL-terminated arguments
+// (then the environment, which is not read).
+func parseProcArgs2(b []byte) string {
+	if len(b) < 4 {
+		return ""
+	}
+	argc := int(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+	rest := b[4:]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return ""
+	}
+	rest = rest[i:]
+	for len(rest) > 0 && rest[0] == 0 {
+		rest = rest[1:]
+	}
+	var args []string
+	for n := 0; n < argc && len(rest) > 0; n++ {
+		j := bytes.IndexByte(rest, 0)
+		if j < 0 {
+			j = len(rest)
+		}
+		args = append(args, string(rest[:j]))
+		rest = rest[min(j+1, len(rest)):]
+	}
+	return strings.TrimSpace(strings.Join(args, " "))
+}
+
+// parseLsof reads lsof's -F pc output: a "p" line per process, then its
+// "c" line (the command name), and "f" lines per descriptor.
+func parseLsof(out []byte) []Orphan {
+	var o []Orphan
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" {
+			continue
+		}
+		switch l[0] {
+		case 'p':
+			if pid, err := strconv.Atoi(l[1:]); err == nil {
+				o = append(o, Orphan{PID: pid})
+			}
+		case 'c':
+			if len(o) > 0 && o[len(o)-1].Command == "" {
+				o[len(o)-1].Command = l[1:]
+			}
+		}
+	}
+	return o
+}
+
+// runLsof runs lsof (on PATH, else where macOS keeps it) through the
+// suite's runner, bounded: a hung network mount must not hang a refusal.
+func runLsof(args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := runner.Exec{}.Run(ctx, "lsof", args...)
+	if runner.NotFound(err) {
+		out, err = runner.Exec{}.Run(ctx, "/usr/sbin/lsof", args...)
+	}
+	return out, err
+}
+
+// noProcs is a system that can tell nothing beyond signal 0.
+type noProcs struct{}
+
+func (noProcs) start(int) string                      { return "" }
+func (noProcs) command(int) string                    { return "" }
+func (noProcs) openers(string, bool) ([]Orphan, bool) { return nil, false }
+
+// linuxProcs answers from a proc filesystem mounted at root (/proc).
+type linuxProcs struct{ root string }
+
+func (l linuxProcs) readable() bool {
+	_, err := os.Stat(filepath.Join(l.root, "self", "stat"))
+	return err == nil
+}
+
+// start is the process's start time in clock ticks after boot (field 22
+// of stat, counted after the command name, which may hold spaces).
+func (l linuxProcs) start(pid int) string {
+	b, err := os.ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": state is field 3, starttime field 22.
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+func (l linuxProcs) command(pid int) string {
+	b, err := os.ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// openers scans every process's descriptors: one open on p (the same
+// file), or, deleted, one the kernel names "p (deleted)".
+func (l linuxProcs) openers(p string, deleted bool) ([]Orphan, bool) {
+	if !l.readable() {
+		return nil, false
+	}
+	match := func(fdPath string) bool {
+		link, err := os.Readlink(fdPath)
+		return err == nil && link == p+" (deleted)"
+	}
+	if !deleted {
+		want, err := os.Stat(p)
+		if err != nil {
+			return nil, true
+		}
+		match = func(fdPath string) bool {
+			fi, err := os.Stat(fdPath)
+			return err == nil && os.SameFile(fi, want)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(l.root, "[0-9]*"))
+	var out []Orphan
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+		for _, fd := range fds {
+			if match(filepath.Join(dir, "fd", fd.Name())) {
+				out = append(out, Orphan{PID: pid, Command: l.command(pid)})
+				break
+			}
+		}
+	}
+	return out, true
+}
+
+// fdDeleted reports whether this process's descriptor fd is open on p
+// after p was removed, as /proc names it; ok is false without /proc.
+func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
+	link, err := os.Readlink(filepath.Join(l.root, "self", "fd", strconv.Itoa(fd)))
+	if err != nil {
+		return false, l.readable()
+	}
+	return link == p+" (deleted)", true
+}

@@ -1,0 +1,3 @@
+package state
+
+func newProcInfo() procInfo { return linuxProcs{root: "/proc"} }

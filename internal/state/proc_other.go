@@ -1,0 +1,5 @@
+//go:build !linux && !darwin
+
+package state
+
+func newProcInfo() procInfo { return noProcs{} }
