@@ -124,8 +124,10 @@ EOF
 }
 
 # wl_apply MGMT CLUSTER: applies workload cluster CLUSTER (one control-plane
-# machine; taints removed so the workload runs there) in MGMT, retrying
-# while the providers' webhooks start to answer.
+# machine; taints removed so the workload runs there; CAPD preloads the
+# workload image into each machine, as a site's machines get theirs from
+# the package) in MGMT, retrying while the providers' webhooks start to
+# answer.
 wl_apply() {
   local c=$1 wl=$2 _
   cat >"$work/$wl.yaml" <<EOF
@@ -202,6 +204,7 @@ spec:
   template:
     spec:
       customImage: $KB_NODE_IMAGE
+      preLoadImages: [$KB_WORKLOAD_IMAGE]
 EOF
   for _ in $(seq 1 30); do
     if mk "$c" apply -f - <"$work/$wl.yaml" >>"$work/$c-apply.log" 2>&1; then
@@ -257,6 +260,10 @@ metadata:
   namespace: default
 spec:
   type: NodePort
+  # Each machine answers with its own pods only: the bench's bridge CNI
+  # gives every node the same pod range, so no pod is reachable from
+  # another node.
+  externalTrafficPolicy: Local
   selector: {app: workload}
   ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
 EOF
@@ -284,6 +291,34 @@ loop_start() {
     done
   ) &
   loop_pid=$!
+}
+# loop_start_cluster CLUSTER FILE: the same loop against the workload of
+# CAPD cluster CLUSTER wherever it runs: each request tries the running
+# control-plane machines in turn (1 s each), as a load balancer with health
+# checks in front of them would; it fails when none answers.
+loop_start_cluster() {
+  local wl=$1 f=$2
+  : >"$f"
+  (
+    while [ ! -e "$f.stop" ]; do
+      r=fail
+      for ip in $(docker ps --filter "label=io.x-k8s.kind.cluster=$wl" --filter label=io.x-k8s.kind.role=control-plane \
+        --format '{{.ID}}' | xargs -r docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' 2>/dev/null); do
+        if curl -fsS -m 1 -o /dev/null "http://$ip:30080/" 2>/dev/null; then
+          r=ok
+          break
+        fi
+      done
+      echo "$(($(now) / 1000000)) $r" >>"$f"
+      sleep 0.2
+    done
+  ) &
+  loop_pid=$!
+}
+# loop_longest_outage FILE [FROM_MS]: the longest run of failed requests,
+# in seconds (from the first failure to the next success).
+loop_longest_outage() {
+  awk -v from="${2:-0}" '$1 < from {next} $2 == "fail" && !start {start = $1} $2 == "ok" && start {d = $1 - start; if (d > max) max = d; start = 0} END {if (start) {d = $1 - start; if (d > max) max = d}; printf "%.1f\n", max / 1000}' "$1"
 }
 loop_stop() {
   touch "$1.stop"

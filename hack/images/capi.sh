@@ -47,6 +47,15 @@ hash=$(
     "$GO" env GOVERSION
   } | sha256sum | cut -c1-16
 )
+# The binaries depend on the tools module only, so a change to how the
+# images are assembled does not rebuild them.
+bin_hash=$(
+  cd "$root"
+  {
+    cat hack/tools/capi/go.mod hack/tools/capi/go.sum hack/tools/capi/render/main.go
+    "$GO" env GOVERSION
+  } | sha256sum | cut -c1-16
+)
 out="$cache/capi/$hash"
 if [ -f "$out/capi.env" ]; then
   echo "$out/capi.env"
@@ -98,7 +107,7 @@ fi
 t_rootfs=$(date +%s)
 
 # --- binaries (nice 19: the machine's cores are shared) ---
-bin="$cache/capi/bin-$hash"
+bin="$cache/capi/bin-$bin_hash"
 if [ ! -f "$bin/.done" ]; then
   say "building Cluster API $CAPI_VERSION (core, kubeadm bootstrap, kubeadm control plane) and CAPD $CAPD_VERSION into $bin (cold: about 15 minutes on 2 cores)"
   mkdir -p "$bin"
