@@ -155,7 +155,8 @@ kubeadm-control-plane-manager 65532:65532 $capi_dir/controlplane/kubeadm/config/
 capd-manager 0:0 $capd_dir/config/default infrastructure-docker
 EOF
 
-lb_version=$(tar -xOf "$lb_tar" ./var/lib/dpkg/status | awk '/^Package: haproxy$/ {p = 1} p && /^Version:/ {print $2; exit}')
+tar -xOf "$lb_tar" ./var/lib/dpkg/status >"$work/dpkg-status"
+lb_version=$(awk '/^Package: haproxy$/ {p = 1} p && /^Version:/ && !v {v = $2} END {print v}' "$work/dpkg-status")
 [ -n "$lb_version" ] || die "no haproxy in $lb_tar"
 lb_tag="${lb_version//[^A-Za-z0-9_.-]/_}-$hash"
 lb_ref="kb-bench/haproxy:$lb_tag"
