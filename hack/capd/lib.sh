@@ -130,7 +130,38 @@ EOF
 # answer.
 wl_apply() {
   local c=$1 wl=$2 _
-  cat >"$work/$wl.yaml" <<EOF
+  # CAPD's own haproxy template asks for maxconn 100000, which needs more
+  # open files than a container of a Docker engine with a lower nofile
+  # limit may have (the bench's has 20000): haproxy then exits at start
+  # ("Cannot raise FD limit"). The template CAPD takes instead
+  # (customHAProxyConfigTemplateRef, key value) leaves maxconn to haproxy.
+  cat >"$work/$wl.yaml" <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kb-capd-haproxy
+  namespace: default
+data:
+  value: |
+    global
+      log stdout format raw local0 notice
+    defaults
+      log global
+      mode tcp
+      timeout connect 5s
+      timeout client 50s
+      timeout server 50s
+    frontend control-plane
+      bind *:{{ .FrontendControlPlanePort }}
+      default_backend kube-apiservers
+    backend kube-apiservers
+      option httpchk GET /healthz
+    {{- range $name, $b := .BackendServers }}
+      server {{ $name }} {{ JoinHostPort $b.Address $.BackendControlPlanePort }} weight {{ $b.Weight }} check check-ssl verify none
+    {{- end }}
+---
+EOF
+  cat >>"$work/$wl.yaml" <<EOF
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
 metadata:
@@ -161,6 +192,8 @@ spec:
   loadBalancer:
     imageRepository: $KB_HAPROXY_REPOSITORY
     imageTag: $KB_HAPROXY_TAG
+    customHAProxyConfigTemplateRef:
+      name: kb-capd-haproxy
 ---
 apiVersion: controlplane.cluster.x-k8s.io/v1beta2
 kind: KubeadmControlPlane

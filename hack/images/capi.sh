@@ -165,10 +165,12 @@ mkdir -p "$d"
 tar -C "$d" -xf "$lb_tar"
 mkdir -p "$d/usr/local/etc/haproxy" "$d/run/haproxy"
 # A configuration that starts: CAPD replaces it once the first control-plane
-# machine has an address, then sends SIGHUP.
+# machine has an address, then sends SIGHUP. No maxconn: haproxy sizes it
+# from the open-file limit it gets (a fixed large one makes it exit where
+# that limit is lower, see hack/capd/lib.sh).
 cat >"$d/usr/local/etc/haproxy/haproxy.cfg" <<'EOF'
 global
-  maxconn 100000
+  log stdout format raw local0 notice
 defaults
   mode tcp
   timeout connect 5000
