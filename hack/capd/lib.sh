@@ -213,16 +213,16 @@ spec:
     clusterConfiguration:
       apiServer:
         certSANs: [localhost, 127.0.0.1, 0.0.0.0]
+    # CAPD runs kubeadm with the preflight errors a container node has
+    # ignored already (adding "all" here makes kubeadm refuse the list).
     initConfiguration:
       nodeRegistration:
-        ignorePreflightErrors: [all]
         taints: []
         kubeletExtraArgs:
         - name: eviction-hard
           value: "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
     joinConfiguration:
       nodeRegistration:
-        ignorePreflightErrors: [all]
         taints: []
         kubeletExtraArgs:
         - name: eviction-hard
