@@ -305,6 +305,14 @@ EOF
     die "the workload in $n is not Available in 300 s"
   }
   ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$n" | awk '{print $1}')
+  # The Deployment is Available before kube-proxy has written the
+  # NodePort's rules (the first run's first 4 requests failed).
+  local i=0
+  until curl -fsS -m 2 -o /dev/null "http://$ip:30080/" 2>/dev/null; do
+    i=$((i + 1))
+    [ "$i" -lt 60 ] || die "the workload's NodePort on $ip never answered"
+    sleep 1
+  done
   echo "http://$ip:30080/"
 }
 
