@@ -23,7 +23,7 @@ modhash    = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
 CACHED     = hack/tools/cached.sh
 KB_CACHE  := $(or $(KUBECTL_BUNDLE_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-bundle)
 
-.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-adopt e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench bench-e2e testdata trusted-root vet lint clean
+.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-adopt e2e-kind-capd e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench bench-e2e testdata trusted-root vet lint clean
 
 all: build
 
@@ -45,8 +45,20 @@ demo: build testbin
 ## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slots' registries, zarf deploying signed packages;
 ## the core (blue-green over two real clusters; make test runs it), then in-place.sh, recreate.sh and a kill inside a real deploy,
 ## then adopt (e2e-kind-adopt)
-e2e-kind: build testbin
+e2e-kind: build testbin $(TESTBIN)/kind
 	hack/docker/ensure.sh run hack/e2e-kind.sh all
+	hack/docker/ensure.sh run hack/capd/run.sh
+
+## e2e-kind-capd: the design's open questions on real Cluster API (issue 29): the bench's Cluster API and CAPD built offline from
+## hack/tools/capi (hack/images/capi.sh, cached by pin), a management kind cluster creating a CAPD workload cluster, and the
+## experiments in hack/capd/ (survival of the workload when the management cluster goes); part of e2e-kind, not of test
+e2e-kind-capd: $(TESTBIN)/kind
+	hack/docker/ensure.sh run hack/capd/run.sh
+
+# kind's own command, from the main module's pinned kind (the experiments create management clusters with it).
+$(TESTBIN)/kind: go.mod go.sum
+	@mkdir -p $(TESTBIN)
+	nice -n 19 hack/lowcpu.sh env CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kind
 
 ## demo-kind: the demo's story on two real kind clusters (a Docker engine of its own, images built offline): the first install of v1
 ## in slot a by hand, blue-green.sh apply v2 into slot b, revert, apply again, accept; each switch proved from both sides

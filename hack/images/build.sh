@@ -14,7 +14,8 @@
 # Needs root (debootstrap, chroot) and a Docker engine (hack/docker/ensure.sh).
 # Pins: hack/tools/node (Kubernetes, etcd, crictl), hack/tools/coredns,
 # hack/tools/registry, kind's base files from the main module's kind, Debian
-# bookworm's packages for the node's root filesystem, and this directory.
+# bookworm's packages for the node's root filesystem, and this directory
+# (less capi.sh, the Cluster API images' own script, cached by its own pins).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -42,7 +43,7 @@ hash=$(
   {
     cat hack/tools/node/go.mod hack/tools/node/go.sum hack/tools/coredns/go.mod hack/tools/coredns/go.sum \
       hack/tools/registry/go.mod hack/tools/registry/go.sum
-    find hack/images -type f | LC_ALL=C sort | xargs cat
+    find hack/images -type f ! -name capi.sh | LC_ALL=C sort | xargs cat
     echo "$KIND_VERSION $PACKAGES"
   } | sha256sum | cut -c1-16
 )

@@ -133,7 +133,7 @@ func (p kindProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightR
 		}
 	}
 	if len(clash) > 0 {
-		rep.add("names", false, "containers with slot %s's names already exist and no slot record claims them: %s (remove them, or run kubectl bundle-slot destroy %s)", slotName, strings.Join(clash, ", "), slotName)
+		rep.add("names", false, "containers with slot %s's names already exist and no slot record claims them: %s (remove them, or run kubectl bundle-slot destroy %s)%s", slotName, strings.Join(clash, ", "), slotName, leftoverWorkloadNote(clash, n))
 	} else {
 		rep.add("names", true, "cluster %s, registry %s and workload clusters %s are free", n.Cluster, n.Registry, strings.Join(n.Workloads, ", "))
 	}
@@ -340,6 +340,20 @@ func (m *Manager) RunningWorkloads(ctx context.Context, name string) ([]string, 
 		}
 	}
 	return out, nil
+}
+
+// leftoverWorkloadNote says, when clash holds workload-cluster containers,
+// what a new management cluster does with them: on real Cluster API and
+// CAPD it does not adopt them; the same Cluster applied again starts a
+// second control plane behind the same load balancer and leaves the old
+// machine running and unowned (docs/experiments.md, experiment (a)).
+func leftoverWorkloadNote(clash []string, n *Names) string {
+	for _, c := range clash {
+		if ownedWorkload(c, n) {
+			return "; a new management cluster does not adopt workload-cluster containers: it would start a second control plane beside them behind the same load balancer and leave them unowned (docs/experiments.md, experiment (a))"
+		}
+	}
+	return ""
 }
 
 func ownedWorkload(name string, n *Names) bool {
