@@ -335,7 +335,7 @@ loop_start() {
 }
 # loop_start_cluster CLUSTER FILE: the same loop against the workload of
 # CAPD cluster CLUSTER wherever it runs: each request tries the running
-# control-plane machines in turn (1 s each), as a load balancer with health
+# control-plane machines in turn (2 s each), as a load balancer with health
 # checks in front of them would; it fails when none answers.
 loop_start_cluster() {
   local wl=$1 f=$2
@@ -345,7 +345,7 @@ loop_start_cluster() {
       r=fail
       for ip in $(docker ps --filter "label=io.x-k8s.kind.cluster=$wl" --filter label=io.x-k8s.kind.role=control-plane \
         --format '{{.ID}}' | xargs -r docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' 2>/dev/null); do
-        if curl -fsS -m 1 -o /dev/null "http://$ip:30080/" 2>/dev/null; then
+        if curl -fsS -m 2 -o /dev/null "http://$ip:30080/" 2>/dev/null; then
           r=ok
           break
         fi
