@@ -119,11 +119,13 @@ func (s *Session) Guard(name string, c Change, force bool) error {
 
 // replacing are the steps that change the active slot while its previous
 // package is the way back: in-place deploys over it, recreate tears it
-// down and builds it again. (The recovery steps deploy the fallback
-// itself, and resolving it checks it.)
+// down. Recreate's BUILDING is not one: once the slot is torn down,
+// building the target is the only way to a serving slot when the fallback
+// is gone, and refusing it would leave none. (The recovery steps deploy
+// the fallback itself, and resolving it checks it.)
 var replacing = map[journal.Strategy]map[journal.Phase]bool{
 	journal.InPlace:  {journal.Deploying: true},
-	journal.Recreate: {journal.Teardown: true, journal.Building: true},
+	journal.Recreate: {journal.Teardown: true},
 }
 
 // FallbackUsable refuses step p of t, which changes the active slot (what
