@@ -3,9 +3,9 @@
 # active one, gate it, switch, soak; the active slot is never touched
 # before the switch. Re-running any command after a crash resumes it.
 #
-#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--switch-mode s2|repoint|pivot] [--log FILE]
-#   blue-green.sh accept [--yes] [--log FILE]  end the soak; retire the old slot
-#   blue-green.sh revert [--yes] [--force] [--gate FILE] [--gate-timeout D] [--log FILE]
+#   blue-green.sh apply PACKAGE [--key K | --certificate-identity ... ] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--switch-mode s2|repoint|pivot] [--log FILE] [--dry-run [-o json]]
+#   blue-green.sh accept [--yes] [--log FILE] [--dry-run]  end the soak; retire the old slot
+#   blue-green.sh revert [--yes] [--force] [--gate FILE] [--gate-timeout D] [--log FILE] [--dry-run]
 #                     during the soak: gate the previous slot, switch back, gate
 #                     it again, destroy the candidate (--force: even when it fails)
 #   (accept and revert list what the discarded slot holds first; with any,
@@ -89,6 +89,7 @@ preflight() {
 
 apply() {
   parse_args "$@"
+  dry_run blue-green apply
   hold_run "$(self_command) apply $(q "$PACKAGE")${RERUN_ARGS:+ $RERUN_ARGS}"
   require_update
   check_gate_file apply "$PACKAGE"
@@ -154,6 +155,7 @@ apply() {
 
 accept() {
   parse_args "$@"
+  dry_run blue-green accept
   hold_run "$(self_command) accept${RERUN_ARGS:+ $RERUN_ARGS}"
   check_open blue-green
   local old owns confirmed=""
@@ -204,6 +206,7 @@ revert() {
     if [ "$a" = "--force" ]; then force=--force; else push args "$a"; fi
   done
   eval "parse_args $args"
+  dry_run blue-green revert
   hold_run "$(self_command) revert${RERUN_ARGS:+ $RERUN_ARGS}${force:+ $force}"
   check_open blue-green
   if [ -z "$(txn id)" ] && [ "$("$SWITCH" status -o 'jsonpath={.mode}/{.phase}')" = repoint/ACCEPTED ]; then

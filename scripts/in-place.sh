@@ -4,7 +4,7 @@
 # same slot: best effort, the slot was changed in place. Re-running after a
 # crash resumes: a deploy interrupted once is done again, twice restores.
 #
-#   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE]
+#   in-place.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--log FILE] [--dry-run [-o json]]
 # shellcheck disable=SC3043 # local: dash, bash 3.2 and bash --posix have it
 set -o errexit -o nounset
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +35,7 @@ restore() {
 
 main() {
   parse_args "$@"
+  dry_run in-place apply
   hold_run "$(rerun_command)"
   require_update
   check_gate_file "$PACKAGE"

@@ -117,6 +117,10 @@ LOG=""
 OFFLINE_WAIT=""
 # SWITCH_MODE is blue-green.sh's --switch-mode ("" when not given).
 SWITCH_MODE=""
+# DRY_RUN is set by --dry-run: print the plan, change nothing (dry_run);
+# PLAN_OUTPUT is its -o FORMAT.
+DRY_RUN=""
+PLAN_OUTPUT=""
 # EVIDENCE is the open transaction's evidence directory, once this run
 # tees its output there (evidence_start).
 EVIDENCE=""
@@ -200,7 +204,7 @@ airgap_identity() {
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
-      --key | --certificate-* | --trusted-root | --gate | --gate-timeout | --log | --offline-wait | --switch-mode)
+      --key | --certificate-* | --trusted-root | --gate | --gate-timeout | --log | --offline-wait | --switch-mode | -o)
         [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;
     esac
     case "$1" in
@@ -235,6 +239,8 @@ parse_args() {
         # shellcheck disable=SC2034 # read by blue-green.sh
         SWITCH_MODE=$2
         push RERUN_ARGS --switch-mode "$2"; shift 2 ;;
+      --dry-run) DRY_RUN=1; shift ;;
+      -o) PLAN_OUTPUT=$2; shift 2 ;;
       -h | --help) usage; exit 0 ;;
       -*) die "unknown option $1 (see --help)" ;;
       *)
@@ -271,6 +277,19 @@ parse_args() {
     exec 2>&1
     echo "===== $(basename "$0") $(date -u +%Y-%m-%dT%H:%M:%SZ) ====="
   fi
+}
+
+# dry_run STRATEGY OP: with --dry-run, the planner's plan of this command
+# on this site (kubectl bundle-journal plan: the steps, the slot each
+# changes, what each loses), and its exit code; nothing is changed.
+dry_run() {
+  [ -n "$DRY_RUN" ] || return 0
+  local args=""
+  push args --strategy "$1" --op "$2"
+  [ -z "$PACKAGE" ] || push args --package "$PACKAGE"
+  [ -z "$SWITCH_MODE" ] || push args --switch-mode "$SWITCH_MODE"
+  [ -z "$PLAN_OUTPUT" ] || push args -o "$PLAN_OUTPUT"
+  x "$args $BEGIN_ARGS" exec "$JOURNAL" plan
 }
 
 # tee_to FILE FD TO: from now on, what this script writes to descriptor FD

@@ -4,7 +4,7 @@
 # Needs a maintenance window, not room for two clusters. Re-running after a
 # crash resumes.
 #
-#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--yes] [--log FILE]
+#   recreate.sh PACKAGE [--key K | --certificate-identity ...] [--gate FILE] [--gate-timeout 10m] [--offline-wait SECONDS] [--yes] [--log FILE] [--dry-run [-o json]]
 #   (the teardown lists what the slot holds first; with any, a terminal
 #   asks, and without one it needs --yes)
 # shellcheck disable=SC3043 # local: dash, bash 3.2 and bash --posix have it
@@ -43,6 +43,7 @@ rebuild() {
 
 main() {
   parse_args "$@"
+  dry_run recreate apply
   hold_run "$(rerun_command)"
   require_update
   check_gate_file "$PACKAGE"

@@ -127,6 +127,7 @@ Examples:
 			offlineCommand(streams),
 			evidenceCommand(streams),
 			lockRunCommand(streams),
+			planCommand(streams),
 			{
 				Name:   "end",
 				Usage:  "close a transaction that reached a final phase",
