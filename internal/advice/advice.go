@@ -13,6 +13,9 @@ import (
 // Cmd is one command to run: Argv[0] is the program (kubectl, a strategy
 // script's absolute path), the rest its arguments, each one word.
 type Cmd struct {
+	// Env are NAME=VALUE entries the command runs with (the state dir,
+	// when a pasted command would otherwise open another one).
+	Env  []string
 	Argv []string
 }
 
@@ -28,7 +31,15 @@ func Program(path string, args ...string) Cmd {
 
 // With is c with args appended (c is not changed).
 func (c Cmd) With(args ...string) Cmd {
-	return Cmd{Argv: append(append([]string(nil), c.Argv...), args...)}
+	return Cmd{Env: c.Env, Argv: append(append([]string(nil), c.Argv...), args...)}
+}
+
+// WithEnv is c run with the NAME=VALUE entry e too ("" : c as it is).
+func (c Cmd) WithEnv(e string) Cmd {
+	if e == "" || c.IsZero() {
+		return c
+	}
+	return Cmd{Env: append(append([]string(nil), c.Env...), e), Argv: c.Argv}
 }
 
 // IsZero says there is no command.
@@ -47,14 +58,19 @@ func (c Cmd) Has(flag string) bool {
 // String is c as one line an operator pastes into sh: each word quoted
 // only when it needs to be.
 func (c Cmd) String() string {
-	w := make([]string, len(c.Argv))
-	for i, a := range c.Argv {
-		w[i] = Word(a)
+	var w []string
+	for _, e := range c.Env {
+		name, value, _ := strings.Cut(e, "=")
+		w = append(w, name+"="+Word(value))
+	}
+	for _, a := range c.Argv {
+		w = append(w, Word(a))
 	}
 	return strings.Join(w, " ")
 }
 
 type cmdJSON struct {
+	Env  []string `json:"env,omitempty"`
 	Argv []string `json:"argv"`
 	Line string   `json:"line"`
 }
@@ -66,7 +82,7 @@ func (c Cmd) MarshalJSON() ([]byte, error) {
 	if argv == nil {
 		argv = []string{}
 	}
-	return json.Marshal(cmdJSON{Argv: argv, Line: c.String()})
+	return json.Marshal(cmdJSON{Env: c.Env, Argv: argv, Line: c.String()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (the argv; the line is
@@ -76,7 +92,7 @@ func (c *Cmd) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	c.Argv = j.Argv
+	c.Env, c.Argv = j.Env, j.Argv
 	return nil
 }
 

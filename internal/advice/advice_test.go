@@ -55,3 +55,18 @@ func TestJSONKeepsArgvAndLine(t *testing.T) {
 		t.Fatalf("zero: %s", z)
 	}
 }
+
+func TestEnvRendersFirst(t *testing.T) {
+	c := Plugin("journal", "end").WithEnv("KUBECTL_BUNDLE_STATE_DIR=/srv/site state")
+	if got, want := c.String(), "KUBECTL_BUNDLE_STATE_DIR='/srv/site state' kubectl bundle-journal end"; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if (Cmd{}).WithEnv("A=b").IsZero() != true || c.WithEnv("").String() != c.String() {
+		t.Fatal("WithEnv on nothing, or of nothing, changed the command")
+	}
+	b, _ := json.Marshal(c)
+	var back Cmd
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, c) {
+		t.Fatalf("round trip: %v %#v", err, back)
+	}
+}

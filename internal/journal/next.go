@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/checkout"
 )
 
@@ -75,12 +76,16 @@ func ScriptPath(s Strategy) string {
 
 // NextStep is what an operator should do next, as a command to paste.
 type NextStep struct {
-	Phases  []Phase `json:"phases"`
-	Command string  `json:"command"`
-	// Alternatives are other commands that also make progress (during a
-	// soak: revert beside accept).
-	Alternatives []string `json:"alternatives,omitempty"`
-	Why          string   `json:"why"`
+	Phases []Phase `json:"phases"`
+	// Run is the command as a value (its argv); Command is its line, or
+	// a repair's line where the repair is not a value yet.
+	Run     advice.Cmd `json:"run,omitzero"`
+	Command string     `json:"command"`
+	// Also are other commands that also make progress (during a soak:
+	// revert beside accept); Alternatives are their lines.
+	Also         []advice.Cmd `json:"also,omitempty"`
+	Alternatives []string     `json:"alternatives,omitempty"`
+	Why          string       `json:"why"`
 	// Restore: the orchestrator's re-run restores the previous package
 	// instead of redoing the interrupted step (RestoresNext).
 	Restore bool `json:"restore,omitempty"`
@@ -93,6 +98,15 @@ type NextStep struct {
 	// nothing changed) until the file is restored there, or another gate
 	// is passed in its place; Why says so.
 	MissingGate string `json:"missingGate,omitempty"`
+}
+
+// Do is n running c, with also as the other commands that make progress:
+// the values, and their lines rendered by advice.
+func (n *NextStep) Do(c advice.Cmd, also ...advice.Cmd) {
+	n.Run, n.Command, n.Also, n.Alternatives = c, c.String(), also, nil
+	for _, a := range also {
+		n.Alternatives = append(n.Alternatives, a.String())
+	}
 }
 
 // MaxInterruptedDeploys is how many times in-place's DEPLOYING may be
@@ -121,17 +135,18 @@ type Verification struct {
 	Issuer      string `json:"issuer,omitempty"`
 }
 
-// Args are v as the scripts' flags, nil when v says nothing usable.
+// Args are v as the scripts' flags (one argument each), nil when v says
+// nothing usable.
 func (v *Verification) Args() []string {
 	switch {
 	case v == nil:
 		return nil
 	case v.Key != "":
-		return []string{"--key", shellWord(v.Key)}
+		return []string{"--key", v.Key}
 	case v.Identity != "" && v.Issuer != "":
-		a := []string{"--certificate-identity", shellWord(v.Identity), "--certificate-oidc-issuer", shellWord(v.Issuer)}
+		a := []string{"--certificate-identity", v.Identity, "--certificate-oidc-issuer", v.Issuer}
 		if v.TrustedRoot != "" {
-			a = append(a, "--trusted-root", shellWord(v.TrustedRoot))
+			a = append(a, "--trusted-root", v.TrustedRoot)
 		}
 		return a
 	}
@@ -181,15 +196,18 @@ type FailingGate struct {
 // GateCommand is the gate of t's runs against slot, recording its result,
 // as a line to paste: the gate file and timeout t was begun with (the
 // scripts print the same line).
-func GateCommand(slot string, g *Gate) string {
-	a := []string{"kubectl bundle-gate --slot", shellWord(slot), "--record"}
+func GateCommand(slot string, g *Gate) string { return GateCmd(slot, g).String() }
+
+// GateCmd is GateCommand as a value.
+func GateCmd(slot string, g *Gate) advice.Cmd {
+	a := []string{"--slot", slot, "--record"}
 	if g != nil && g.File != "" {
-		a = append(a, "-f", shellWord(g.File))
+		a = append(a, "-f", g.File)
 	}
 	if g != nil && g.Timeout != "" {
-		a = append(a, "--timeout", shellWord(g.Timeout))
+		a = append(a, "--timeout", g.Timeout)
 	}
-	return strings.Join(a, " ")
+	return advice.Plugin("gate", a...)
 }
 
 // NextWithGate is NextWithSoak knowing the restored slot's failing gate
@@ -211,13 +229,13 @@ func NextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 // be restored (or that another gate may be passed with --gate).
 func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
 	n := nextWithGate(t, v, soak, failing, gateErr)
-	named := strings.Contains(n.Command, " --gate ")
+	named := n.Run.Has("--gate")
 	// A revert gates with the run's file without naming it.
-	revert := t.Strategy == BlueGreen && strings.HasPrefix(n.Command, ScriptPath(t.Strategy)+" revert")
-	if gateErr == nil || t.Gate == nil || t.Gate.File == "" || n.Command == "" || !named && !revert {
+	revert := t.Strategy == BlueGreen && len(n.Run.Argv) > 1 && n.Run.Argv[1] == "revert"
+	if gateErr == nil || t.Gate == nil || t.Gate.File == "" || n.Run.IsZero() || !named && !revert {
 		return n
 	}
-	file := shellWord(t.Gate.File)
+	file := advice.Word(t.Gate.File)
 	other := "the same command with --gate ABS_PATH in place of --gate " + file
 	if !named {
 		other = "the same command with --gate ABS_PATH added"
@@ -231,22 +249,19 @@ func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *Fail
 func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
 	n := NextStep{Phases: Legal(t)}
 	script := ScriptPath(t.Strategy)
-	run := []string{script}
+	apply := advice.Program(script)
 	if t.Strategy == BlueGreen {
-		run = append(run, "apply")
+		apply = apply.With("apply")
 	}
-	run = append(run, shellWord(pkgArg(t)))
 	material := v.Args()
-	run = append(run, material...)
-	run = append(run, t.Gate.Args()...)
-	apply := strings.Join(run, " ")
+	apply = apply.With(pkgArg(t)).With(material...).With(t.Gate.Args()...)
 	hint := ""
 	if material == nil {
 		hint = "; " + MaterialHint
 	}
 	switch {
 	case IsFinal(t.Phase) && t.Status == StatusDone:
-		n.Command = "kubectl bundle-journal end"
+		n.Do(advice.Plugin("journal", "end"))
 		n.Why = fmt.Sprintf("the transaction reached %s", t.Phase)
 		if t.Phase == Aborted {
 			n.Why = "the transaction was aborted; run the cleanup it printed, then end it"
@@ -257,19 +272,19 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 		// finishes it): that is a normal soak, not an interrupted step.
 		// accept and revert take the same material as apply (parse_args),
 		// so the line runs as printed whatever the script checks.
-		accept := strings.Join(append([]string{script, "accept"}, material...), " ")
-		revert := strings.Join(append([]string{script, "revert"}, material...), " ")
-		n.Command = accept
+		accept := advice.Program(script, "accept").With(material...)
+		revert := advice.Program(script, "revert").With(material...)
+		n.Do(accept)
 		canRevert := soak == nil || soak.RevertTarget
 		switch {
 		case soak != nil && soak.Over:
 			n.Why = fmt.Sprintf("the soak is over (its window ended %s): accept retires the previous slot", soak.Ends.Format(time.RFC3339))
 			if canRevert {
-				n.Alternatives = []string{revert}
+				n.Do(accept, revert)
 				n.Why += fmt.Sprintf("; revert is still possible while slot %s exists", t.Slots.Active)
 			}
 		case canRevert:
-			n.Alternatives = []string{revert}
+			n.Do(accept, revert)
 			n.Why = "soaking: accept or revert (accept retires the previous slot; revert switches back to it and destroys the candidate)"
 		default:
 			n.Why = fmt.Sprintf("soaking, but the previous slot %s is gone, so there is nothing to revert to: accept", t.Slots.Active)
@@ -279,25 +294,24 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 		}
 		return n
 	case t.Strategy == BlueGreen && (t.Phase == Accepted || t.Phase == Retired):
-		n.Command = script + " accept"
+		n.Do(advice.Program(script, "accept"))
 		n.Why = fmt.Sprintf("%s is %s: accept finishes retiring the previous slot", t.Phase, t.Status)
 		return n
 	case t.Strategy == BlueGreen && t.Step(SwitchedBack) != nil:
-		n.Command = script + " revert"
+		n.Do(advice.Program(script, "revert"))
 		n.Why = fmt.Sprintf("a revert was under way (%s %s): revert finishes it", t.Phase, t.Status)
 		return n
 	case failing != nil && t.Status == StatusDone && (t.Phase == Restoring || t.Phase == BuildingFallback) && gateErr != nil:
 		// The gate that would show what fails cannot run without its
 		// file: the re-run, once a gate file is back, gates the slot
 		// again and closes the transaction when it passes.
-		n.Command = apply
+		n.Do(apply)
 		failed := failedNames(failing.Failed)
 		n.Why = fmt.Sprintf("%s is done, but slot %s, holding the previous package, failed its gate at %s (failing: %s): the previous deployment is NOT confirmed in place. "+
 			"Once a gate file is back, re-running the orchestrator gates the slot again and closes the transaction as RESTORED when it passes (fix what the gate reports first: the workload, or the gate file if it is wrong)",
 			t.Phase, failing.Slot, failing.Time.UTC().Format(time.RFC3339), failed)
 	case failing != nil && t.Status == StatusDone && (t.Phase == Restoring || t.Phase == BuildingFallback):
-		n.Command = GateCommand(failing.Slot, t.Gate)
-		n.Alternatives = []string{apply}
+		n.Do(GateCmd(failing.Slot, t.Gate), apply)
 		failed := failedNames(failing.Failed)
 		n.Why = fmt.Sprintf("%s is done, but slot %s, holding the previous package, failed its gate at %s (failing: %s): the previous deployment is NOT confirmed in place. "+
 			"The gate shows what fails and records the result; fix what it reports (the workload, or the gate file if it is wrong). Once it passes, the orchestrator gates the slot again and closes the transaction as RESTORED; re-running it before then changes nothing",
@@ -306,25 +320,25 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 		// A switch that failed (a pivot the target refused, undone) fails
 		// the same way on every re-run until what refused changes: the
 		// way back is named too.
-		n.Command = apply
-		n.Alternatives = []string{strings.Join(append([]string{script, "revert"}, material...), " ")}
+		n.Do(apply, advice.Program(script, "revert").With(material...))
 		n.Why = fmt.Sprintf("the switch to the candidate failed (%s): re-running the orchestrator retries it, once what failed is fixed; to stay on the previous slot instead, revert switches back to it and destroys the candidate", t.Step(t.Phase).Error)
 	case t.Status == StatusFailed:
-		n.Command = apply
+		n.Do(apply)
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
 	case RestoresNext(t):
-		n.Command, n.Restore = apply, true
+		n.Do(apply)
+		n.Restore = true
 		n.Why = fmt.Sprintf("%s was interrupted %d times (the deploy itself may be what stops the process): re-running the orchestrator restores the previous package into slot %s, best effort",
 			t.Phase, t.Step(Deploying).Attempts, t.Slots.Active)
 	case t.Status == StatusStarted && t.Strategy == InPlace && t.Phase == Deploying:
-		n.Command = apply
+		n.Do(apply)
 		n.Why = fmt.Sprintf("%s started but did not finish (the process was interrupted): re-running the orchestrator deploys the target again (a failed deploy or gate then restores the previous package; a deploy interrupted %d times is not retried)",
 			t.Phase, MaxInterruptedDeploys)
 	case t.Status == StatusStarted:
-		n.Command = apply
+		n.Do(apply)
 		n.Why = fmt.Sprintf("%s started but did not finish (the process was interrupted): re-running the orchestrator redoes it from a clean state", t.Phase)
 	default:
-		n.Command = apply
+		n.Do(apply)
 		n.Why = fmt.Sprintf("%s is done: the orchestrator goes on with %s", t.Phase, phaseList(n.Phases))
 	}
 	n.Why += hint
@@ -336,14 +350,6 @@ func pkgArg(t *Transaction) string {
 		return t.Package
 	}
 	return t.Target
-}
-
-// shellWord makes s one shell word when it needs to be.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Cleanup lists what an operator must still run after aborting t.

@@ -33,17 +33,17 @@ type Gate struct {
 	Timeout string `json:"timeout,omitempty"`
 }
 
-// Args are g as the scripts' flags (nil for none).
+// Args are g as the scripts' flags, one argument each (nil for none).
 func (g *Gate) Args() []string {
 	var a []string
 	if g == nil {
 		return nil
 	}
 	if g.File != "" {
-		a = append(a, "--gate", shellWord(g.File))
+		a = append(a, "--gate", g.File)
 	}
 	if g.Timeout != "" {
-		a = append(a, "--gate-timeout", shellWord(g.Timeout))
+		a = append(a, "--gate-timeout", g.Timeout)
 	}
 	return a
 }

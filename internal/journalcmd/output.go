@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -226,6 +227,14 @@ func withStateDir(d *state.Dir, n journal.NextStep) journal.NextStep {
 	}
 	p := d.CommandPrefix()
 	if p == "" {
+		return n
+	}
+	if !n.Run.IsZero() {
+		also := make([]advice.Cmd, len(n.Also))
+		for i, a := range n.Also {
+			also[i] = a.WithEnv(d.CommandEnv())
+		}
+		n.Do(n.Run.WithEnv(d.CommandEnv()), also...)
 		return n
 	}
 	if n.Command != "" {

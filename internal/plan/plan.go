@@ -155,6 +155,15 @@ func Make(s *session.Session, in Input) *Plan {
 	}
 	p.Steps, p.OnFailure = steps(here, in, p)
 	mark(p, t)
+	// Every command printed runs as printed from any directory: the
+	// state dir goes with it when it was given relative.
+	for _, list := range [][]Step{p.Steps, p.OnFailure} {
+		for i := range list {
+			for j := range list[i].Run {
+				list[i].Run[j] = list[i].Run[j].WithEnv(s.Dir.CommandEnv())
+			}
+		}
+	}
 	if t == nil && p.err == nil && p.Fallback != "" && in.Strategy != journal.BlueGreen {
 		// The fallback is checked as a run checks it before it changes
 		// the active slot: staged, and still the bytes verified.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -26,13 +27,16 @@ func (s *Site) Next(now time.Time) journal.NextStep {
 	}
 	active, _ := s.Active()
 	sw := s.sw
+	var n journal.NextStep
 	switch {
 	case sw != nil && sw.Phase == record.PhaseSwitching:
-		return journal.NextStep{Command: "kubectl bundle-switch to " + sw.Target,
-			Why: fmt.Sprintf("the switch to slot %s began and did not finish: this completes it", sw.Target)}
+		n.Do(advice.Plugin("switch", "to", sw.Target))
+		n.Why = fmt.Sprintf("the switch to slot %s began and did not finish: this completes it", sw.Target)
+		return n
 	case sw != nil && sw.Phase == record.PhaseSwitchingBack:
-		return journal.NextStep{Command: "kubectl bundle-switch back",
-			Why: fmt.Sprintf("the switch back to slot %s began and did not finish: this completes it", sw.Target)}
+		n.Do(advice.Plugin("switch", "back"))
+		n.Why = fmt.Sprintf("the switch back to slot %s began and did not finish: this completes it", sw.Target)
+		return n
 	case sw != nil && sw.Phase == record.PhaseSwitched && sw.Previous != "":
 		why := fmt.Sprintf("slot %s soaks as the active slot, slot %s kept as its revert target", sw.Target, sw.Previous)
 		if w, err := time.ParseDuration(sw.SoakWindow); err == nil && !sw.SoakStarted.IsZero() {
@@ -42,12 +46,14 @@ func (s *Site) Next(now time.Time) journal.NextStep {
 				why += " (its soak window has passed)"
 			}
 		}
-		return journal.NextStep{Command: "kubectl bundle-switch accept", Alternatives: []string{"kubectl bundle-switch back"},
-			Why: why + ": accept keeps slot " + sw.Target + "; back returns to slot " + sw.Previous}
+		n.Do(advice.Plugin("switch", "accept"), advice.Plugin("switch", "back"))
+		n.Why = why + ": accept keeps slot " + sw.Target + "; back returns to slot " + sw.Previous
+		return n
 	case sw == nil:
 		if to, from := s.HistorySoak(); from != "" && to == active {
-			return journal.NextStep{Command: "kubectl bundle-switch to " + to + " --force",
-				Why: fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted: this writes the record again with slot %s as the revert target", to, from, from)}
+			n.Do(advice.Plugin("switch", "to", to, "--force"))
+			n.Why = fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted: this writes the record again with slot %s as the revert target", to, from, from)
+			return n
 		}
 	}
 	if active == "" {

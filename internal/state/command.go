@@ -13,6 +13,15 @@ import (
 // this dir by itself ($KUBECTL_BUNDLE_STATE_DIR absolute and this dir, or
 // unset and this dir the default).
 func (d *Dir) CommandPrefix() string {
+	if d.CommandEnv() == "" {
+		return ""
+	}
+	return EnvStateDir + "=" + shellQuote(d.Path) + " "
+}
+
+// CommandEnv is CommandPrefix as one NAME=VALUE environment entry, for a
+// command kept as a value (advice.Cmd.Env); "" when none is needed.
+func (d *Dir) CommandEnv() string {
 	env := os.Getenv(EnvStateDir)
 	if filepath.IsAbs(env) && filepath.Clean(env) == d.Path {
 		return ""
@@ -22,5 +31,5 @@ func (d *Dir) CommandPrefix() string {
 			return ""
 		}
 	}
-	return EnvStateDir + "=" + shellQuote(d.Path) + " "
+	return EnvStateDir + "=" + d.Path
 }
