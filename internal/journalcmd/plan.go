@@ -114,7 +114,7 @@ func planCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 func renderPlan(p *plan.Plan) string {
 	var b strings.Builder
 	what := string(p.Strategy) + " " + p.Op
-	if p.Package != "" {
+	if p.Package != "" && p.Op == plan.Apply {
 		what += " of " + p.Package
 	}
 	fmt.Fprintf(&b, "plan: %s (nothing is changed)\n", what)
@@ -125,8 +125,15 @@ func renderPlan(p *plan.Plan) string {
 	if p.Target != "" {
 		facts = append(facts, "package "+short(p.Target))
 	}
-	if p.Active != "" {
-		facts = append(facts, "active slot "+p.Active)
+	if p.Serving != "" {
+		facts = append(facts, "slot "+p.Serving+" serves")
+	}
+	if p.Active != "" && p.Active != p.Serving {
+		if p.Candidate != "" {
+			facts = append(facts, "previous slot "+p.Active)
+		} else {
+			facts = append(facts, "updates slot "+p.Active)
+		}
 	}
 	if p.Candidate != "" {
 		facts = append(facts, "candidate slot "+p.Candidate)

@@ -79,9 +79,13 @@ type Plan struct {
 	Op         string           `json:"op"`
 	Package    string           `json:"package,omitempty"`
 	Target     string           `json:"target,omitempty"`
-	Active     string           `json:"active,omitempty"`
-	Candidate  string           `json:"candidate,omitempty"`
-	Fallback   string           `json:"fallback,omitempty"`
+	// Serving is the slot that serves now (the pointer's).
+	Serving string `json:"serving,omitempty"`
+	// Active is the slot the update starts from (blue-green: the previous
+	// slot once it switched); Candidate is the slot blue-green builds.
+	Active    string `json:"active,omitempty"`
+	Candidate string `json:"candidate,omitempty"`
+	Fallback  string `json:"fallback,omitempty"`
 	// Transaction is the open transaction the command would resume.
 	Transaction string `json:"transaction,omitempty"`
 	Steps       []Step `json:"steps"`
@@ -126,7 +130,12 @@ func Make(s *session.Session, in Input) *Plan {
 	if terr != nil {
 		p.refuse(errkind.Wrap(errkind.Environment, terr), journal.RepairCommand)
 	}
+	p.Serving, _ = here.Active()
 	if t != nil {
+		if in.Gate == nil {
+			// A run given no --gate gates as the transaction was begun.
+			in.Gate = t.Gate
+		}
 		p.Transaction, p.Target, p.Fallback = t.ID, t.Target, t.Fallback
 		p.Active, p.Candidate = t.Slots.Active, t.Slots.Candidate
 		if t.Package != "" && p.Package == "" {
