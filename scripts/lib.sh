@@ -271,7 +271,8 @@ parse_args() {
     push RERUN_ARGS --certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER"
     push BEGIN_ARGS --certificate-identity "$identity" --certificate-oidc-issuer "$GITHUB_ACTIONS_ISSUER"
   fi
-  if [ -n "$LOG" ]; then
+  [ -n "$DRY_RUN" ] || [ -z "$PLAN_OUTPUT" ] || die "-o $PLAN_OUTPUT is the output of --dry-run (see --help)"
+  if [ -n "$LOG" ] && [ -z "$DRY_RUN" ]; then
     # Everything also goes to the log, so an unattended run can be read later.
     tee_to "$LOG" 1 1
     exec 2>&1
