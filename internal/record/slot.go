@@ -280,4 +280,7 @@ const (
 	// DetailGone: slot repair found nothing of a slot running whose
 	// record was gone: the slot no longer exists.
 	DetailGone = "gone"
+	// DetailAlreadyCreated: create, run as a transaction's step, found
+	// the slot built with the same settings already (the step's proof).
+	DetailAlreadyCreated = "create/already"
 )

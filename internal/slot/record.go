@@ -33,6 +33,9 @@ const (
 	RecordKind       = record.RecordKind
 )
 
+// DetailAlreadyCreated is create's proof event for a slot built already.
+const DetailAlreadyCreated = record.DetailAlreadyCreated
+
 // ValidName checks a slot name (record.ValidName).
 func ValidName(name string) error { return record.ValidName(name) }
 

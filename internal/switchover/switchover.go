@@ -281,6 +281,13 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		if err := s.checkGate(rec); err != nil {
 			return nil, err
 		}
+		// A blue-green switch goes to the candidate only while it holds
+		// the update (a PROVISIONED recorded done is a claim).
+		if bg := blueGreen(t); bg != nil && target == bg.Slots.Candidate {
+			if err := site.Read(s.Dir).Holds(target, bg.Target); err != nil {
+				return nil, fmt.Errorf("refusing to switch to slot %s for transaction %s: %w; nothing was switched; re-run the script, which deploys it again: %s apply", target, bg.ID, err, journal.ScriptPath(journal.BlueGreen))
+			}
+		}
 	}
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
@@ -601,6 +608,12 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		return nil, err
 	}
 	bg := blueGreen(t)
+	if bg != nil && sw.Target == bg.Slots.Candidate {
+		// Accepting keeps the candidate for good: it must hold the update.
+		if err := site.Read(s.Dir).Holds(sw.Target, bg.Target); err != nil {
+			return nil, fmt.Errorf("refusing to accept transaction %s: %w; nothing was accepted; revert it: %s revert", bg.ID, err, journal.ScriptPath(journal.BlueGreen))
+		}
+	}
 	if bg != nil && bg.Phase == journal.Soaking {
 		if _, err := s.Journal.Done(journal.Soaking); err != nil {
 			return nil, err
