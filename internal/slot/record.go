@@ -25,6 +25,8 @@ type (
 	DamagedError = record.DamagedError
 	// NotFoundError is a slot with no record.
 	NotFoundError = record.NotFoundError
+	// ClusterID is the identity of a slot's cluster.
+	ClusterID = record.ClusterID
 )
 
 // RecordAPIVersion and RecordKind identify a slot record file.

@@ -51,6 +51,9 @@ type Manager struct {
 	Log io.Writer
 	// Journal, when set, records every step in the history.
 	Journal *journal.Journal
+	// SkipClusterCheck: destroy does not check that the slot still
+	// reaches the cluster its record names (destroy --force).
+	SkipClusterCheck bool
 	// Step is the transaction step this command runs as (TXN/PHASE, from
 	// journal run; "" when run by hand): every event it records names it,
 	// so that journal run can tell the plugin did the step.
@@ -353,6 +356,9 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	if rec.State != StateReady {
 		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: kubectl bundle-slot create %s finishes it", slotName, rec.State, slotName)}
 	}
+	if err := m.CheckCluster(ctx, rec, "deploy into"); err != nil {
+		return nil, err
+	}
 	st, err := m.resolve(slotName, pkg, o.Insecure)
 	if err != nil {
 		return nil, err
@@ -446,6 +452,11 @@ func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 	} else {
 		if p, err = recordProvider(rec); err != nil {
 			return err
+		}
+		if rec.State == StateReady && !m.SkipClusterCheck {
+			if err := m.CheckCluster(ctx, rec, "destroy"); err != nil {
+				return err
+			}
 		}
 		rec.State = StateDestroying
 		if err := Save(m.Dir, rec); err != nil {

@@ -443,6 +443,9 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 			return err
 		}
 	}
+	// --force also destroys a slot whose context reaches another cluster
+	// than its record names (the record goes; an existing cluster stays).
+	s.m.SkipClusterCheck = cmd.Bool("force")
 	if err := s.m.Destroy(ctx, name); err != nil {
 		return err
 	}

@@ -165,6 +165,10 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 		Pivot: mover.Run}
 	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}}
 	s.sw.Workloads = m.RunningWorkloads
+	s.sw.CheckCluster = m.CheckCluster
+	if !common.Quiet {
+		m.Log = streams.ErrOut
+	}
 	if !common.Quiet {
 		s.sw.Log = streams.ErrOut
 	}

@@ -36,6 +36,10 @@ type Switcher struct {
 	Kubeconfig string
 	SoakWindow time.Duration
 	MaxGateAge time.Duration
+	// CheckCluster checks that a slot still reaches the cluster its record
+	// names (slot.Manager.CheckCluster) before To or Back makes it active;
+	// nil: not checked.
+	CheckCluster func(ctx context.Context, rec *slot.Record, what string) error
 	// GateBack runs the gate against the slot Back returns to, before it
 	// switches: nil for a pass, a Negative error when the gate fails. Nil
 	// GateBack: Back refuses unless forced, as it cannot check.
@@ -292,6 +296,11 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
 	}
+	if s.CheckCluster != nil && !resuming {
+		if err := s.CheckCluster(ctx, rec, "switch to"); err != nil {
+			return nil, err
+		}
+	}
 	// Re-pointing the aliases at the slot that is active and accepted (status
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
 	// So is writing back a lost pointer after a switch back.
@@ -492,6 +501,14 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	from, to := sw.Target, sw.Previous
 	if sw.Phase == record.PhaseSwitchingBack {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
+	}
+	if s.CheckCluster != nil && sw.Phase != record.PhaseSwitchingBack {
+		// (A record lost or damaged is refused below, naming its repair.)
+		if rec, err := slot.Load(s.Dir, to); err == nil {
+			if err := s.CheckCluster(ctx, rec, "switch back to"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if sw.Phase != record.PhaseSwitchingBack {
 		switch {
