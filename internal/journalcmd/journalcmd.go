@@ -726,7 +726,7 @@ func claimedByHand(streams kcli.IOStreams, s *session, t *journal.Transaction, p
 		if site.Read(s.dir).Proven(t, c) == nil {
 			return nil
 		}
-		why = fmt.Sprintf("%s is recorded done only by the plugin that does it (%s, run as the step by journal run, as the strategy script does), and the history shows no %s of slot %s as that step", p, c.Command(), c.Change, c.Slot)
+		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(), c.Change, c.Slot)
 	} else if site.SwitchOwned(t.Strategy, p) {
 		why = fmt.Sprintf("%s is recorded only by kubectl bundle-switch itself: %s records it", p, site.SwitchCommand(t, p))
 	} else {

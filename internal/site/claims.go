@@ -124,8 +124,9 @@ func (e *ClaimError) Error() string { return e.Msg }
 // ErrorKind: recording a step its plugin did not do is a conflict.
 func (e *ClaimError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
-// Proven reports whether the history shows c's plugin making c's change as
-// step c.Phase of t, since that step last started: nil, or why not.
+// Proven reports whether the history shows c's plugin making c's change
+// since step c.Phase of t last started (as that step, run by journal run,
+// or by hand in between): nil, or why not.
 func (s *Site) Proven(t *journal.Transaction, c Claim) error {
 	step := t.ID + "/" + string(c.Phase)
 	evs := s.events()
@@ -136,7 +137,9 @@ func (s *Site) Proven(t *journal.Transaction, c Claim) error {
 		}
 	}
 	for _, ev := range evs[start+1:] {
-		if ev.Type != "slot" || ev.Step != step || ev.Slot != c.Slot || ev.Status != journal.StatusDone {
+		// The plugin's own event: as the step (journal run), or by hand
+		// between the step's start and its done; never another step's.
+		if ev.Type != "slot" || (ev.Step != step && ev.Step != "") || ev.Slot != c.Slot || ev.Status != journal.StatusDone {
 			continue
 		}
 		switch c.Change {
@@ -154,7 +157,7 @@ func (s *Site) Proven(t *journal.Transaction, c Claim) error {
 			}
 		}
 	}
-	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only by the plugin that does it (%s, run as the step by the strategy script), and the history shows no %s of slot %s as that step",
+	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only once the plugin that does it did it (%s), and the history shows no %s of slot %s since the step started",
 		c.Phase, t.ID, c.Command(), c.Change, c.Slot)}
 }
 
