@@ -178,23 +178,28 @@ func doubt(d *state.Dir, t *journal.Transaction, p journal.Phase, c site.Claim, 
 	case claimed && c.Change == site.ChangeDeploy:
 		err = st.Holds(c.Slot, c.Digest)
 	case claimed && c.Change == site.ChangeCreate:
-		if rec, lerr := st.Slot(c.Slot); lerr != nil {
-			err = lerr
-		} else if rec.State != slot.StateReady {
+		if rec, lerr := st.Slot(c.Slot); lerr == nil && rec.State != slot.StateReady {
 			err = fmt.Errorf("slot %s is %s, not ready", c.Slot, rec.State)
 		}
 	case claimed && c.Change == site.ChangeDestroy:
-		if _, lerr := st.Slot(c.Slot); !errors.As(lerr, new(*record.NotFoundError)) {
+		if _, lerr := st.Slot(c.Slot); lerr == nil {
 			err = fmt.Errorf("slot %s still has a record", c.Slot)
 		}
 	case p == journal.Healthy:
 		// This run's gate: the run began after the slot was last gated.
 		err = st.FreshGate(site.GatedSlot(t), t.Target, runSince(d), time.Now(), site.GateFresh)
 	}
-	if err != nil {
+	// A record lost or damaged is not the slot's word: the step's own
+	// checks (and the guard) name its repair.
+	if err != nil && (errors.As(err, new(*site.WorldError)) || !isRecordError(err)) {
 		return err.Error()
 	}
 	return ""
+}
+
+// isRecordError reports whether err is a slot record missing or damaged.
+func isRecordError(err error) bool {
+	return errors.As(err, new(*record.NotFoundError)) || errors.As(err, new(*record.DamagedError))
 }
 
 // runSince is when the strategy run this process is part of began (zero

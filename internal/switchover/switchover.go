@@ -288,7 +288,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		// A blue-green switch goes to the candidate only while it holds
 		// the update (a PROVISIONED recorded done is a claim).
 		if bg := blueGreen(t); bg != nil && target == bg.Slots.Candidate {
-			if err := site.Read(s.Dir).Holds(target, bg.Target); err != nil {
+			if err := site.Read(s.Dir).Holds(target, bg.Target); errors.As(err, new(*site.WorldError)) {
 				return nil, fmt.Errorf("refusing to switch to slot %s for transaction %s: %w; nothing was switched; re-run the script, which deploys it again: %s apply", target, bg.ID, err, journal.ScriptPath(journal.BlueGreen))
 			}
 		}
@@ -627,7 +627,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	bg := blueGreen(t)
 	if bg != nil && sw.Target == bg.Slots.Candidate {
 		// Accepting keeps the candidate for good: it must hold the update.
-		if err := site.Read(s.Dir).Holds(sw.Target, bg.Target); err != nil {
+		if err := site.Read(s.Dir).Holds(sw.Target, bg.Target); errors.As(err, new(*site.WorldError)) {
 			return nil, fmt.Errorf("refusing to accept transaction %s: %w; nothing was accepted; revert it: %s revert", bg.ID, err, journal.ScriptPath(journal.BlueGreen))
 		}
 	}
