@@ -356,11 +356,12 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	if rec.State != StateReady {
 		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: kubectl bundle-slot create %s finishes it", slotName, rec.State, slotName)}
 	}
-	if err := m.CheckCluster(ctx, rec, "deploy into"); err != nil {
-		return nil, err
-	}
 	st, err := m.resolve(slotName, pkg, o.Insecure)
 	if err != nil {
+		return nil, err
+	}
+	// The package is what was asked for; the slot must still be its cluster.
+	if err := m.CheckCluster(ctx, rec, "deploy into"); err != nil {
 		return nil, err
 	}
 	n, err := m.Config.NamesFor(slotName)
