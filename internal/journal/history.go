@@ -54,6 +54,10 @@ type Event struct {
 	// says of the slot for good, so that losing its record loses none of
 	// what decides its protection and its repair.
 	Identity *SlotIdentity `json:"identity,omitempty"`
+	// Step is the transaction step (TXN/PHASE) a plugin did this for,
+	// when journal run ran it as that step's command: the proof that the
+	// plugin, not another command, did what the step claims.
+	Step string `json:"step,omitempty"`
 }
 
 // SlotIdentity is the durable part of a slot's record: which provider

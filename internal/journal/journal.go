@@ -371,6 +371,25 @@ func (j *Journal) finishStep(p Phase, status, msg string) (*Transaction, error) 
 	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: status, Error: msg})
 }
 
+// Reopen records that the current phase p, recorded done, is to be done
+// again because what it claimed no longer holds (why): it is started
+// again, as a retry (journal run reopens a step the slot does not bear
+// out, and runs its command again).
+func (j *Journal) Reopen(p Phase, why string) (*Transaction, error) {
+	t, err := j.open()
+	if err != nil {
+		return nil, err
+	}
+	if t.Phase != p || t.Status != StatusDone {
+		return nil, j.illegal(t, "reopen", p)
+	}
+	now := j.now()
+	s := t.Step(p)
+	s.Status, s.StartedAt, s.EndedAt, s.Error = StatusStarted, now, nil, ""
+	t.Status = StatusStarted
+	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: StatusStarted, Error: "done again: " + why})
+}
+
 func (j *Journal) illegal(t *Transaction, verb string, p Phase) error {
 	return &ConflictError{Msg: fmt.Sprintf("cannot %s %s: transaction %s (%s) is in %s (%s); legal next: %s",
 		verb, p, t.ID, t.Strategy, t.Phase, t.Status, phaseList(Legal(t)))}

@@ -108,6 +108,7 @@ Examples:
 				ArgsUsage: "PHASE started|done|failed",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "error", Usage: "what went wrong (with failed)"},
+					&cli.BoolFlag{Name: "force", Usage: "record done a step that changes a slot (a deploy, create, destroy or switch) although its plugin did not record doing it (said and recorded in the history)"},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return step(streams, cmd) },
 			},
@@ -582,6 +583,9 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return kcli.Usage("%v", err)
 	}
+	if err := claimedByHand(streams, s, t, p, cmd.Args().Get(1), cmd.Bool("force")); err != nil {
+		return err
+	}
 	switch cmd.Args().Get(1) {
 	case journal.StatusStarted:
 		t, err = s.j.Start(p)
@@ -704,4 +708,34 @@ func repairCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	return writeText(streams.Out, t, nextOf(s.dir, t))
+}
+
+// claimedByHand refuses to record step p of t done by hand when its
+// plugin records it (a step that changes a slot: it is done only when the
+// plugin did it, as the step; the switch's own phases: only the switch
+// records them), unless force: then the override is said and recorded.
+// COMMITTED is recorded only once the world bears it out.
+func claimedByHand(streams kcli.IOStreams, s *session, t *journal.Transaction, p journal.Phase, status string, force bool) error {
+	if status == journal.StatusStarted && p == journal.Committed {
+		return confirmCommit(s.dir, t, p)
+	}
+	if status != journal.StatusDone {
+		return nil
+	}
+	var why string
+	if c, ok := site.StepClaim(t, p); ok {
+		if site.Read(s.dir).Proven(t, c) == nil {
+			return nil
+		}
+		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(), c.Change, c.Slot)
+	} else if site.SwitchOwned(t.Strategy, p) {
+		why = fmt.Sprintf("%s is recorded only by kubectl bundle-switch itself: %s records it", p, site.SwitchCommand(t, p))
+	} else {
+		return nil
+	}
+	if !force {
+		return &site.ClaimError{Msg: why + "; nothing was recorded; re-run the strategy script (kubectl bundle-journal status names it), or pass --force if the change was made by hand (said and recorded in the history)"}
+	}
+	fmt.Fprintf(streams.ErrOut, "WARNING: --force: recording %s done by hand: %s\n", p, why)
+	return s.j.Record(journal.Event{Type: "force", Detail: fmt.Sprintf("%s recorded done by hand (--force): %s", p, why), Status: journal.StatusDone})
 }

@@ -12,9 +12,11 @@ import (
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -53,11 +55,27 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		return kcli.Usage("%v", err)
 	}
 	command := strings.Join(args[1:], " ")
+	if site.SwitchOwned(t.Strategy, p) {
+		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by kubectl bundle-switch itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(t, p))}
+	}
+	claim, claimed := site.StepClaim(t, p)
+	reopen := ""
 	if st := t.Step(p); st != nil && st.Status == journal.StatusDone {
-		if !s.common.Quiet {
-			fmt.Fprintf(streams.ErrOut, "%s already done: skipping %s\n", p, command)
+		// A step recorded done is a claim: the current step is skipped
+		// only while the slot bears it out, else it is done again.
+		if t.Phase == p {
+			reopen = doubt(s.dir, t, p, claim, claimed)
 		}
-		return nil
+		if reopen == "" {
+			if !s.common.Quiet {
+				fmt.Fprintf(streams.ErrOut, "%s already done: skipping %s\n", p, command)
+			}
+			return nil
+		}
+		fmt.Fprintf(streams.ErrOut, "%s is recorded done, but %s: doing it again\n", p, reopen)
+	}
+	if err := confirmCommit(s.dir, t, p); err != nil {
+		return err
 	}
 	// A step that changes the active slot starts only while the way back
 	// is usable: nothing is recorded and nothing runs otherwise.
@@ -80,7 +98,8 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	defer stepLock.Unlock()
 	var code int
 	ran := false
-	err = journal.RunStep(unlockedPhase{streams, cmd, p, stepID}, func() error {
+	var claimErr error
+	err = journal.RunStep(unlockedPhase{streams, cmd, p, stepID, reopen}, func() error {
 		ran = true
 		if !s.common.Quiet {
 			fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
@@ -92,6 +111,13 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 			return runErr
 		case code != 0:
 			return fmt.Errorf("%s exited %d", args[1], code)
+		}
+		if claimed {
+			// Done only when its plugin did it as this step.
+			if perr := site.Read(s.dir).Proven(t, claim); perr != nil {
+				claimErr = fmt.Errorf("%s exited 0, but %w", command, perr)
+				return claimErr
+			}
 		}
 		return nil
 	})
@@ -105,6 +131,9 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		// Not started (a conflict, the lock): that error is the answer.
 		return err
 	}
+	if claimErr != nil {
+		return &site.ClaimError{Msg: fmt.Sprintf("%s not done (recorded failed): %v", p, err)}
+	}
 	// The step's command failed: a plugin's code keeps its row of the table.
 	return errkind.Wrap(kcli.KindOfExit(code), fmt.Errorf("%s failed: %w", p, err))
 }
@@ -116,6 +145,8 @@ type unlockedPhase struct {
 	cmd     *cli.Command
 	p       journal.Phase
 	step    string // the step this process owns
+	// reopen, when set, is why the step recorded done is done again.
+	reopen string
 }
 
 func (u unlockedPhase) Start() error {
@@ -127,7 +158,82 @@ func (u unlockedPhase) Start() error {
 	if err := s.Check(); err != nil {
 		return err
 	}
+	if u.reopen != "" {
+		if _, err := s.j.Reopen(u.p, u.reopen); err != nil {
+			return err
+		}
+	}
 	return s.j.PhaseStep(u.p).Start()
+}
+
+// doubt says why step p of t, recorded done and still the current step,
+// is not borne out by the slot ("" when it is): a deploy whose slot does
+// not hold its package, a create whose slot is not ready, a destroy whose
+// slot still has a record, a gate that did not pass for the target in
+// this run (a run killed after HEALTHY, re-run: the gate runs again).
+func doubt(d *state.Dir, t *journal.Transaction, p journal.Phase, c site.Claim, claimed bool) string {
+	st := site.Read(d)
+	var err error
+	switch {
+	case claimed && c.Change == site.ChangeDeploy:
+		err = st.Holds(c.Slot, c.Digest)
+	case claimed && c.Change == site.ChangeCreate:
+		if rec, lerr := st.Slot(c.Slot); lerr == nil && rec.State != slot.StateReady {
+			err = fmt.Errorf("slot %s is %s, not ready", c.Slot, rec.State)
+		}
+	case claimed && c.Change == site.ChangeDestroy:
+		if _, lerr := st.Slot(c.Slot); lerr == nil {
+			err = fmt.Errorf("slot %s still has a record", c.Slot)
+		}
+	case p == journal.Healthy:
+		// This run's gate: the run began after the slot was last gated.
+		err = st.FreshGate(site.GatedSlot(t), t.Target, runSince(d), time.Now(), site.GateFresh)
+	}
+	// A record lost or damaged is not the slot's word: the step's own
+	// checks (and the guard) name its repair.
+	if err != nil && (errors.As(err, new(*site.WorldError)) || !isRecordError(err)) {
+		return err.Error()
+	}
+	return ""
+}
+
+// isRecordError reports whether err is a slot record missing or damaged.
+func isRecordError(err error) bool {
+	return errors.As(err, new(*record.NotFoundError)) || errors.As(err, new(*record.DamagedError))
+}
+
+// runSince is when the strategy run this process is part of began (zero
+// when it is part of none).
+func runSince(d *state.Dir) time.Time {
+	if h := d.OwnRun(); h != nil {
+		return h.Since
+	}
+	return time.Time{}
+}
+
+// confirmCommit confirms the world before an in-place or recreate update
+// commits: the active slot holds the target package and passed its gate
+// for it since HEALTHY last started (and in this run), within
+// site.GateFresh. A HEALTHY recorded by an earlier run is done again by
+// the script's re-run first (doubt).
+func confirmCommit(d *state.Dir, t *journal.Transaction, p journal.Phase) error {
+	if p != journal.Committed || t.Strategy == journal.BlueGreen {
+		return nil
+	}
+	st := site.Read(d)
+	since := runSince(d)
+	if h := t.Step(journal.Healthy); h != nil && h.StartedAt.After(since) {
+		since = h.StartedAt
+	}
+	err := st.Holds(t.Slots.Active, t.Target)
+	if err == nil {
+		err = st.FreshGate(t.Slots.Active, t.Target, since, time.Now(), site.GateFresh)
+	}
+	if err != nil {
+		return &site.WorldError{Msg: fmt.Sprintf("refusing to commit transaction %s: %v; nothing was recorded; gate it again (kubectl bundle-gate --slot %s --record) or re-run the script, which gates it again before it commits: %s",
+			t.ID, err, t.Slots.Active, journal.ScriptPath(t.Strategy))}
+	}
+	return nil
 }
 
 func (u unlockedPhase) Finish(stepErr error) error {

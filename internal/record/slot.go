@@ -62,6 +62,44 @@ type Slot struct {
 	// an S1 (repoint) update moved the active pointer away from it: the
 	// slot is kept for them and is not destroyed while it owns any.
 	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
+	// ClusterID is the identity of the slot's cluster, recorded at create
+	// (or by the first check of a record written before identities):
+	// every deploy, switch and destroy checks that the slot still reaches
+	// it, and no two slots may have one.
+	ClusterID *ClusterID `json:"clusterID,omitempty"`
+}
+
+// ClusterID is what makes a cluster the one it is, whatever a context
+// calls it: for the existing provider the API server's URL and the UID of
+// its kube-system namespace (created once with the cluster: another
+// cluster, or the same one rebuilt, has another); for kind the node
+// container's ID.
+type ClusterID struct {
+	Server        string `json:"server,omitempty"`
+	KubeSystemUID string `json:"kubeSystemUID,omitempty"`
+	NodeContainer string `json:"nodeContainer,omitempty"`
+}
+
+// Same reports whether c and o name one cluster: the same kube-system
+// UID, or the same node container (the server may be reached under
+// another URL).
+func (c *ClusterID) Same(o *ClusterID) bool {
+	if c == nil || o == nil {
+		return false
+	}
+	return (c.KubeSystemUID != "" && c.KubeSystemUID == o.KubeSystemUID) ||
+		(c.NodeContainer != "" && c.NodeContainer == o.NodeContainer)
+}
+
+// String names the cluster in a message.
+func (c *ClusterID) String() string {
+	if c == nil {
+		return "an unknown cluster"
+	}
+	if c.NodeContainer != "" {
+		return "node container " + c.NodeContainer[:min(12, len(c.NodeContainer))]
+	}
+	return fmt.Sprintf("%s (kube-system UID %s)", c.Server, c.KubeSystemUID)
 }
 
 // OwnsWorkloadsLine is how list and status name the workload clusters a
@@ -280,4 +318,7 @@ const (
 	// DetailGone: slot repair found nothing of a slot running whose
 	// record was gone: the slot no longer exists.
 	DetailGone = "gone"
+	// DetailAlreadyCreated: create, run as a transaction's step, found
+	// the slot built with the same settings already (the step's proof).
+	DetailAlreadyCreated = "create/already"
 )

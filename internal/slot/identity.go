@@ -30,6 +30,9 @@ func (m *Manager) recordEvent(ev journal.Event) {
 	if m.Journal == nil {
 		return
 	}
+	if ev.Step == "" {
+		ev.Step = m.Step
+	}
 	if err := m.Journal.Record(ev); err != nil {
 		m.logf("warning: recording %s %s in the journal: %v", ev.Detail, ev.Status, err)
 	}

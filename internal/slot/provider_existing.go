@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -47,6 +48,39 @@ func (existingProvider) Preflight(ctx context.Context, m *Manager, rep *Prefligh
 		return
 	}
 	rep.add("context", true, "context %s reaches %s", es.Context, cfg.Host)
+	// Two slots cannot be one cluster: a context copied from another
+	// slot's, or two contexts swapped, would build the candidate in the
+	// active slot's cluster.
+	id, err := identify(ctx, cfg)
+	if err != nil {
+		rep.add("cluster", false, "%v", err)
+		return
+	}
+	others := m.otherClusters(ctx, rep.Slot)
+	names := make([]string, 0, len(others))
+	for n := range others {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if others[n].Same(id) {
+			rep.add("cluster", false, "slots %s and %s would be one cluster: context %s of slot %s reaches %s, which is slot %s's cluster%s; give slot %s a context of a cluster of its own in config.yaml (existing.%s.context, or --context)",
+				n, rep.Slot, es.Context, rep.Slot, id, n, otherVia(m, n), rep.Slot, rep.Slot)
+			return
+		}
+	}
+	rep.add("cluster", true, "%s, no other slot's cluster", id)
+}
+
+// otherVia says how slot n reaches its cluster, for a message.
+func otherVia(m *Manager, n string) string {
+	if rec, err := Load(m.Dir, n); err == nil {
+		return " (its record: context " + rec.Context + ")"
+	}
+	if es, ok := m.Config.Existing[n]; ok {
+		return " (config.yaml: existing." + n + ".context " + es.Context + ")"
+	}
+	return ""
 }
 
 func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *Names) error {
@@ -57,6 +91,19 @@ func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *
 	if err := m.step(rec, "create", "kubeconfig", func() error {
 		return writeSlotKubeconfig(m.Dir, rec.Name, es.Kubeconfig, es.Context)
 	}); err != nil {
+		return err
+	}
+	// The cluster's identity, as zarf reaches it: every later deploy,
+	// switch and destroy checks it.
+	id, err := identifyContext(ctx, KubeconfigPath(m.Dir, rec.Name), "")
+	if err != nil {
+		return fmt.Errorf("slot %s: %w", rec.Name, err)
+	}
+	if err := m.otherSlotIs(rec.Name, id, "create"); err != nil {
+		return err
+	}
+	rec.ClusterID = id
+	if err := Save(m.Dir, rec); err != nil {
 		return err
 	}
 	if !es.Init {

@@ -25,6 +25,8 @@ type (
 	DamagedError = record.DamagedError
 	// NotFoundError is a slot with no record.
 	NotFoundError = record.NotFoundError
+	// ClusterID is the identity of a slot's cluster.
+	ClusterID = record.ClusterID
 )
 
 // RecordAPIVersion and RecordKind identify a slot record file.
@@ -32,6 +34,9 @@ const (
 	RecordAPIVersion = record.RecordAPIVersion
 	RecordKind       = record.RecordKind
 )
+
+// DetailAlreadyCreated is create's proof event for a slot built already.
+const DetailAlreadyCreated = record.DetailAlreadyCreated
 
 // ValidName checks a slot name (record.ValidName).
 func ValidName(name string) error { return record.ValidName(name) }

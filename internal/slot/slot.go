@@ -51,6 +51,13 @@ type Manager struct {
 	Log io.Writer
 	// Journal, when set, records every step in the history.
 	Journal *journal.Journal
+	// SkipClusterCheck: destroy does not check that the slot still
+	// reaches the cluster its record names (destroy --force).
+	SkipClusterCheck bool
+	// Step is the transaction step this command runs as (TXN/PHASE, from
+	// journal run; "" when run by hand): every event it records names it,
+	// so that journal run can tell the plugin did the step.
+	Step string
 }
 
 func (m *Manager) logf(format string, args ...any) {
@@ -63,7 +70,7 @@ func (m *Manager) record(slotName, detail, status string, err error) {
 	if m.Journal == nil {
 		return
 	}
-	ev := journal.Event{Type: "slot", Slot: slotName, Detail: detail, Status: status}
+	ev := journal.Event{Type: "slot", Slot: slotName, Detail: detail, Status: status, Step: m.Step}
 	if err != nil {
 		ev.Error = err.Error()
 	}
@@ -76,7 +83,7 @@ func (m *Manager) record(slotName, detail, status string, err error) {
 func (m *Manager) step(rec *Record, op, name string, fn func() error) error {
 	detail := op + "/" + name
 	m.logf("slot %s: %s", rec.Name, detail)
-	err := journal.RunStep(m.Journal.EventStep(journal.Event{Type: "slot", Slot: rec.Name, Detail: detail}), func() error {
+	err := journal.RunStep(m.Journal.EventStep(journal.Event{Type: "slot", Slot: rec.Name, Detail: detail, Step: m.Step}), func() error {
 		state.CrashPoint("slot:" + detail)
 		if err := fn(); err != nil {
 			return err
@@ -157,6 +164,10 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	if old != nil {
 		switch {
 		case old.State == StateReady && old.Inputs == in:
+			if m.Step != "" {
+				// The step's proof that this slot is the one it built.
+				m.record(slotName, DetailAlreadyCreated, journal.StatusDone, nil)
+			}
 			return old, ErrAlreadyCreated
 		case old.State == StateReady:
 			return nil, &SettingsError{Slot: slotName, Provider: old.Provider, Context: old.Context}
@@ -349,6 +360,10 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 	if err != nil {
 		return nil, err
 	}
+	// The package is what was asked for; the slot must still be its cluster.
+	if err := m.CheckCluster(ctx, rec, "deploy into"); err != nil {
+		return nil, err
+	}
 	n, err := m.Config.NamesFor(slotName)
 	if err != nil {
 		return nil, err
@@ -438,6 +453,11 @@ func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 	} else {
 		if p, err = recordProvider(rec); err != nil {
 			return err
+		}
+		if rec.State == StateReady && !m.SkipClusterCheck {
+			if err := m.CheckCluster(ctx, rec, "destroy"); err != nil {
+				return err
+			}
 		}
 		rec.State = StateDestroying
 		if err := Save(m.Dir, rec); err != nil {

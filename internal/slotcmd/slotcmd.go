@@ -227,7 +227,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*se
 		kind = slot.KindLibrary{Log: log}
 	}
 	s.m = &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}, Kind: kind, Kubeconfig: cmd.String("kubeconfig"),
-		Probe: deps.Probe, Sleep: deps.Sleep, Log: log}
+		Probe: deps.Probe, Sleep: deps.Sleep, Log: log, Step: os.Getenv(statesession.EnvStep)}
 	if mutate {
 		s.m.Journal = ss.Journal
 	}
@@ -443,6 +443,9 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 			return err
 		}
 	}
+	// --force also destroys a slot whose context reaches another cluster
+	// than its record names (the record goes; an existing cluster stays).
+	s.m.SkipClusterCheck = cmd.Bool("force")
 	if err := s.m.Destroy(ctx, name); err != nil {
 		return err
 	}

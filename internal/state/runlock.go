@@ -542,3 +542,15 @@ func sameFile(fd int, p string) error {
 	}
 	return nil
 }
+
+// OwnRun is the holder of the run this process is part of (it inherited
+// the run's descriptor, EnvRunFD), nil when it is part of none: when the
+// running script's run began, so that a step recorded by an earlier run
+// can be told from one of this run.
+func (d *Dir) OwnRun() *Holder {
+	p := d.Join(RunLockFile)
+	if own, err := inheritedRun(p); err != nil || !own {
+		return nil
+	}
+	return readHolder(p)
+}

@@ -104,7 +104,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Commands: []*cli.Command{
 			{Name: "to", Usage: "make SLOT active (needs a recent passing gate) and start the soak", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{
-					&cli.DurationFlag{Name: "max-gate-age", Value: 15 * time.Minute, Usage: "how old SLOT's last passing gate may be"},
+					&cli.DurationFlag{Name: "max-gate-age", Value: site.GateFresh, Usage: "how old SLOT's last passing gate may be"},
 					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
 					&cli.StringFlag{Name: "mode", Usage: journal.SwitchModes + "; default: the open transaction's"},
 					&cli.BoolFlag{Name: "yes", Usage: "with --mode pivot: pivot even when the previous slot could not take the objects back (no revert)"},
@@ -165,6 +165,10 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 		Pivot: mover.Run}
 	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}}
 	s.sw.Workloads = m.RunningWorkloads
+	s.sw.CheckCluster = m.CheckCluster
+	if !common.Quiet {
+		m.Log = streams.ErrOut
+	}
 	if !common.Quiet {
 		s.sw.Log = streams.ErrOut
 	}

@@ -36,6 +36,10 @@ type Switcher struct {
 	Kubeconfig string
 	SoakWindow time.Duration
 	MaxGateAge time.Duration
+	// CheckCluster checks that a slot still reaches the cluster its record
+	// names (slot.Manager.CheckCluster) before To or Back makes it active;
+	// nil: not checked.
+	CheckCluster func(ctx context.Context, rec *slot.Record, what string) error
 	// GateBack runs the gate against the slot Back returns to, before it
 	// switches: nil for a pass, a Negative error when the gate fails. Nil
 	// GateBack: Back refuses unless forced, as it cannot check.
@@ -281,9 +285,21 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		if err := s.checkGate(rec); err != nil {
 			return nil, err
 		}
+		// A blue-green switch goes to the candidate only while it holds
+		// the update (a PROVISIONED recorded done is a claim).
+		if bg := blueGreen(t); bg != nil && target == bg.Slots.Candidate {
+			if err := site.Read(s.Dir).Holds(target, bg.Target); errors.As(err, new(*site.WorldError)) {
+				return nil, fmt.Errorf("refusing to switch to slot %s for transaction %s: %w; nothing was switched; re-run the script, which deploys it again: %s apply", target, bg.ID, err, journal.ScriptPath(journal.BlueGreen))
+			}
+		}
 	}
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
+	}
+	if s.CheckCluster != nil && !resuming {
+		if err := s.CheckCluster(ctx, rec, "switch to"); err != nil {
+			return nil, err
+		}
 	}
 	// Re-pointing the aliases at the slot that is active and accepted (status
 	// said DIVERGED) is a repair: no gate, no new soak, no revert target.
@@ -486,6 +502,14 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	if sw.Phase == record.PhaseSwitchingBack {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
 	}
+	if s.CheckCluster != nil && sw.Phase != record.PhaseSwitchingBack {
+		// (A record lost or damaged is refused below, naming its repair.)
+		if rec, err := slot.Load(s.Dir, to); err == nil {
+			if err := s.CheckCluster(ctx, rec, "switch back to"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if sw.Phase != record.PhaseSwitchingBack {
 		switch {
 		case force:
@@ -601,6 +625,12 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		return nil, err
 	}
 	bg := blueGreen(t)
+	if bg != nil && sw.Target == bg.Slots.Candidate {
+		// Accepting keeps the candidate for good: it must hold the update.
+		if err := site.Read(s.Dir).Holds(sw.Target, bg.Target); errors.As(err, new(*site.WorldError)) {
+			return nil, fmt.Errorf("refusing to accept transaction %s: %w; nothing was accepted; revert it: %s revert", bg.ID, err, journal.ScriptPath(journal.BlueGreen))
+		}
+	}
 	if bg != nil && bg.Phase == journal.Soaking {
 		if _, err := s.Journal.Done(journal.Soaking); err != nil {
 			return nil, err

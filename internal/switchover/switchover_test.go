@@ -286,6 +286,15 @@ func TestToPreviousDuringABlueGreenSoakIsTheRevert(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The candidate holds the update (a switch to it confirms that).
+	rec, err := slot.Load(s.Dir, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Package = &slot.PackageRef{Digest: strings.Repeat("1", 64)}
+	if err := slot.Save(s.Dir, rec); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.To(ctx, "b", false); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,225 @@
+package site
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+)
+
+// A recorded step is a claim, not a fact (issue 32, class 3): a step that
+// changes a slot is recorded done only when the plugin that does the
+// change did it as that step, and a step recorded done is confirmed
+// against the slot before an update commits or is gone on from.
+
+// GateFresh is how old a slot's last passing gate may be for a switch to
+// it (kubectl bundle-switch to --max-gate-age's default) and for an update
+// to commit on it.
+const GateFresh = 15 * time.Minute
+
+// Change is what a step does to a slot, as its plugin records it in the
+// history.
+type Change string
+
+// The changes a step can claim.
+const (
+	ChangeDeploy  Change = "deploy"
+	ChangeCreate  Change = "create"
+	ChangeDestroy Change = "destroy"
+)
+
+// Claim is what step p of a transaction says it did: Change to Slot
+// (Digest: the package a deploy deployed).
+type Claim struct {
+	Phase  journal.Phase
+	Change Change
+	Slot   string
+	Digest string
+}
+
+// Command is the plugin call that makes the claim true, as a line.
+func (c Claim) Command() string {
+	switch c.Change {
+	case ChangeDeploy:
+		return fmt.Sprintf("kubectl bundle-slot deploy %s %s", c.Slot, c.Digest)
+	case ChangeCreate:
+		return "kubectl bundle-slot create " + c.Slot
+	}
+	return "kubectl bundle-slot destroy " + c.Slot
+}
+
+// StepClaim is the claim of step p of t: which plugin records it done and
+// what it changes; false for a step that changes no slot (VERIFIED, a
+// gate, the markers COMMITTED, RESTORED, ROLLED_BACK) or one that may be
+// done by no plugin at all (RETIRED: an S1 accept keeps the old slot).
+// The switch's own phases are SwitchOwned.
+func StepClaim(t *journal.Transaction, p journal.Phase) (Claim, bool) {
+	c := Claim{Phase: p}
+	switch t.Strategy {
+	case journal.InPlace:
+		switch p {
+		case journal.Deploying:
+			c.Change, c.Slot, c.Digest = ChangeDeploy, t.Slots.Active, t.Target
+		case journal.Restoring:
+			c.Change, c.Slot, c.Digest = ChangeDeploy, t.Slots.Active, t.Fallback
+		}
+	case journal.Recreate:
+		switch p {
+		case journal.Teardown:
+			c.Change, c.Slot = ChangeDestroy, t.Slots.Active
+		case journal.Building:
+			c.Change, c.Slot, c.Digest = ChangeDeploy, t.Slots.Active, t.Target
+		case journal.BuildingFallback:
+			c.Change, c.Slot, c.Digest = ChangeDeploy, t.Slots.Active, t.Fallback
+		}
+	case journal.BlueGreen:
+		switch p {
+		case journal.Provisioning:
+			c.Change, c.Slot = ChangeCreate, t.Slots.Candidate
+		case journal.Provisioned:
+			c.Change, c.Slot, c.Digest = ChangeDeploy, t.Slots.Candidate, t.Target
+		case journal.Destroying:
+			c.Change, c.Slot = ChangeDestroy, t.Slots.Candidate
+		}
+	}
+	if c.Change == "" || c.Slot == "" || (c.Change == ChangeDeploy && c.Digest == "") {
+		return Claim{}, false
+	}
+	return c, true
+}
+
+// SwitchOwned reports whether kubectl bundle-switch records phase p of
+// strategy st itself (to: SWITCHED and SOAKING; back: SWITCHED_BACK;
+// accept: ACCEPTED): journal step and journal run never record it.
+func SwitchOwned(st journal.Strategy, p journal.Phase) bool {
+	if st != journal.BlueGreen {
+		return false
+	}
+	switch p {
+	case journal.Switched, journal.Soaking, journal.SwitchedBack, journal.Accepted:
+		return true
+	}
+	return false
+}
+
+// SwitchCommand is the command that records the switch-owned phase p.
+func SwitchCommand(t *journal.Transaction, p journal.Phase) string {
+	switch p {
+	case journal.SwitchedBack:
+		return fmt.Sprintf("%s revert (kubectl bundle-switch back)", journal.ScriptPath(journal.BlueGreen))
+	case journal.Accepted:
+		return fmt.Sprintf("%s accept (kubectl bundle-switch accept)", journal.ScriptPath(journal.BlueGreen))
+	}
+	return fmt.Sprintf("kubectl bundle-switch to %s", t.Slots.Candidate)
+}
+
+// ClaimError is a step a command other than its plugin would record done.
+type ClaimError struct{ Msg string }
+
+func (e *ClaimError) Error() string { return e.Msg }
+
+// ErrorKind: recording a step its plugin did not do is a conflict.
+func (e *ClaimError) ErrorKind() errkind.Kind { return errkind.Conflict }
+
+// Proven reports whether the history shows c's plugin making c's change
+// since step c.Phase of t last started (as that step, run by journal run,
+// or by hand in between): nil, or why not.
+func (s *Site) Proven(t *journal.Transaction, c Claim) error {
+	step := t.ID + "/" + string(c.Phase)
+	evs := s.events()
+	start := -1
+	for i, ev := range evs {
+		if ev.TxnID == t.ID && ev.Type == journal.EventStep && ev.Phase == c.Phase && ev.Status == journal.StatusStarted {
+			start = i
+		}
+	}
+	for _, ev := range evs[start+1:] {
+		// The plugin's own event: as the step (journal run), or by hand
+		// between the step's start and its done; never another step's.
+		if ev.Type != "slot" || (ev.Step != step && ev.Step != "") || ev.Slot != c.Slot || ev.Status != journal.StatusDone {
+			continue
+		}
+		switch c.Change {
+		case ChangeDeploy:
+			if len(c.Digest) >= 12 && ev.Detail == "deploy/"+c.Digest[:12] {
+				return nil
+			}
+		case ChangeCreate:
+			if ev.Detail == "create" || ev.Detail == record.DetailAlreadyCreated {
+				return nil
+			}
+		case ChangeDestroy:
+			if ev.Detail == "destroy" {
+				return nil
+			}
+		}
+	}
+	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only once the plugin that does it did it (%s), and the history shows no %s of slot %s since the step started",
+		c.Phase, t.ID, c.Command(), c.Change, c.Slot)}
+}
+
+// WorldError is a recorded step the slot does not bear out.
+type WorldError struct{ Msg string }
+
+func (e *WorldError) Error() string { return e.Msg }
+
+// ErrorKind: the state does not allow the step.
+func (e *WorldError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// Holds checks that slot name holds package digest as its record says:
+// ready, digest deployed, and no deploy into it started since that did
+// not finish.
+func (s *Site) Holds(name, digest string) error {
+	rec, err := s.Slot(name)
+	if err != nil {
+		return err
+	}
+	d := digest[:min(12, len(digest))]
+	switch {
+	case rec.Deploying != nil:
+		return &WorldError{fmt.Sprintf("slot %s does not hold package %s as far as its record tells: its %s", name, d, rec.Deploying.Describe())}
+	case rec.Package == nil:
+		return &WorldError{fmt.Sprintf("slot %s holds no package: package %s was never deployed into it", name, d)}
+	case rec.Package.Digest != digest:
+		return &WorldError{fmt.Sprintf("slot %s holds package %.12s, not %s", name, rec.Package.Digest, d)}
+	}
+	return nil
+}
+
+// FreshGate checks that slot name's last gate passed for package digest,
+// no earlier than since (zero: any time) and at most maxAge before now.
+func (s *Site) FreshGate(name, digest string, since, now time.Time, maxAge time.Duration) error {
+	rec, err := s.Slot(name)
+	if err != nil {
+		return err
+	}
+	g := rec.Gate
+	d := digest[:min(12, len(digest))]
+	switch {
+	case g == nil:
+		return &WorldError{fmt.Sprintf("slot %s has no recorded gate result", name)}
+	case !g.Passed:
+		return &WorldError{fmt.Sprintf("slot %s's last gate FAILED at %s (failing: %s)", name, g.Time.UTC().Format(time.RFC3339), strings.Join(g.Failed, ", "))}
+	case rec.Deploying != nil:
+		return &WorldError{fmt.Sprintf("slot %s's last gate no longer counts: its %s", name, rec.Deploying.Describe())}
+	case g.Package != "" && g.Package != digest:
+		return &WorldError{fmt.Sprintf("slot %s's last passing gate was for package %.12s, not %s", name, g.Package, d)}
+	case !since.IsZero() && g.Time.Before(since):
+		return &WorldError{fmt.Sprintf("slot %s's last passing gate (%s) predates %s", name, g.Time.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))}
+	case now.Sub(g.Time) > maxAge:
+		return &WorldError{fmt.Sprintf("slot %s's last passing gate is %s old, older than %s", name, now.Sub(g.Time).Round(time.Second), maxAge)}
+	}
+	return nil
+}
+
+// GatedSlot is the slot whose gate HEALTHY of t records: the candidate of
+// a blue-green update, else the active slot.
+func GatedSlot(t *journal.Transaction) string {
+	if t.Strategy == journal.BlueGreen {
+		return t.Slots.Candidate
+	}
+	return t.Slots.Active
+}
