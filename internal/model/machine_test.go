@@ -498,7 +498,6 @@ func (m *machine) stagedUsable(digest string) bool {
 	return false
 }
 
-
 // aliasCluster is the cluster the kubeconfig's alias context
 // (kind-airgap-mgmt) names, as the slot it follows ("" when none).
 func aliasCluster(kubeconfig string) string {
