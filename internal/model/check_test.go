@@ -53,6 +53,8 @@ type seqRun struct {
 	lastActive string
 	damaged    map[string]bool
 	op         int
+	histRaw    []byte
+	histEvents []histEvent
 }
 
 func (r *seqRun) logf(format string, a ...any) { r.log = append(r.log, fmt.Sprintf(format, a...)) }

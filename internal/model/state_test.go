@@ -129,12 +129,22 @@ type histEvent struct {
 	Detail string `json:"detail"`
 }
 
-// history reads the complete lines of history.jsonl.
+// history reads the complete lines of history.jsonl (parsed again only
+// when the file changed).
 func (r *seqRun) history() []histEvent {
 	b, err := os.ReadFile(r.m.state("journal", "history.jsonl"))
 	if err != nil {
 		return nil
 	}
+	if r.histRaw != nil && bytes.Equal(b, r.histRaw) {
+		return r.histEvents
+	}
+	r.histRaw = b
+	r.histEvents = parseHist(b)
+	return r.histEvents
+}
+
+func parseHist(b []byte) []histEvent {
 	var out []histEvent
 	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
 		var e histEvent

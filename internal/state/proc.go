@@ -279,37 +279,19 @@ func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
 
 // mayHoldRemoved reports whether a process may still hold a flock on p
 // after p was removed: /proc/locks lists a flock on p's file system whose
-// inode has no name in p's directory or its parent (the state dir's own
-// locks have one). A run holds the run lock with flock, so a removed run
-// lock that a run still holds is always listed; when none is, the scan of
-// every process's descriptors is skipped (it cost every command a walk
-// of /proc, twice). true when /proc/locks cannot be read or parsed.
+// inode is none of the state dir's lock files (the state lock, the step
+// lock, a run lock in place). A run holds the run lock with flock, so a
+// removed run lock that a run still holds is always listed; when none is,
+// the scan of every process's descriptors is skipped (it cost every
+// command a walk of /proc, twice). true when /proc/locks cannot be read
+// or parsed.
 func (l linuxProcs) mayHoldRemoved(p string) bool {
 	b, err := os.ReadFile(filepath.Join(l.root, "locks"))
 	if err != nil {
 		return true
 	}
-	dir := filepath.Dir(p)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return true
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return true
-	}
-	dev := uint64(st.Dev) //nolint:unconvert // int32 on darwin
-	named := map[uint64]bool{}
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil {
-				if s, ok := info.Sys().(*syscall.Stat_t); ok {
-					named[uint64(s.Ino)] = true //nolint:unconvert
-				}
-			}
-		}
-	}
+	var dev uint64
+	var named map[uint64]bool
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 1 && f[1] == "->" {
@@ -327,6 +309,27 @@ func (l linuxProcs) mayHoldRemoved(p string) bool {
 		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
 			return true
+		}
+		if named == nil {
+			// The state dir is p's directory's parent (journal/run.lock).
+			stateDir := filepath.Dir(filepath.Dir(p))
+			fi, err := os.Stat(stateDir)
+			if err != nil {
+				return true
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return true
+			}
+			dev = uint64(st.Dev) //nolint:unconvert // int32 on darwin
+			named = map[uint64]bool{}
+			for _, name := range []string{"lock", StepLockFile, RunLockFile} {
+				if fi, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
+					if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+						named[uint64(s.Ino)] = true //nolint:unconvert
+					}
+				}
+			}
 		}
 		if maj == uint64(devMajor(dev)) && minor == uint64(devMinor(dev)) && !named[ino] {
 			return true
