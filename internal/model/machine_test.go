@@ -3,6 +3,8 @@ package model_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os/exec"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -67,6 +69,10 @@ type machine struct {
 	// relative: the state dir is named relatively ($KUBECTL_BUNDLE_STATE_DIR=state
 	// from root/work), the "cwd" operation's change.
 	relative bool
+	// processes: each command runs in a process of its own (this test
+	// binary as the plugin: childMain), as the binaries run; the
+	// benchmark's baseline.
+	processes bool
 }
 
 type snapFile struct {
@@ -270,8 +276,59 @@ func (m *machine) run(argv []string, env []string) (res result) {
 			res = result{out: buf.String(), code: -1, killed: true}
 		}
 	}()
+	if m.processes {
+		return m.runProcess(argv, env)
+	}
 	code := m.dispatch(m.context(), nil, &buf, &buf, argv)
 	return result{out: buf.String(), code: code}
+}
+
+// envChild makes this test binary run one plugin command (childMain).
+const envChild = "KB_MODEL_CHILD"
+
+// runProcess runs argv in a child process: this test binary, which runs
+// the plugin as run does (the fakes in it, the gate's reads answered from
+// the health table it is given).
+func (m *machine) runProcess(argv []string, env []string) result {
+	var health []string
+	for name, ok := range m.health {
+		if ok {
+			health = append(health, name)
+		}
+	}
+	cmd := exec.Command(os.Args[0], argv...)
+	cmd.Env = append(append(os.Environ(), envChild+"="+m.root, "KB_MODEL_HEALTHY="+strings.Join(health, ",")), env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	m.calls++
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return result{out: buf.String()}
+	case errors.As(err, &ee) && ee.ExitCode() == killedCode:
+		return result{out: buf.String(), code: -1, killed: true}
+	case errors.As(err, &ee):
+		return result{out: buf.String(), code: ee.ExitCode()}
+	}
+	return result{out: buf.String() + err.Error(), code: 127}
+}
+
+// killedCode is a child's exit status for a command killed inside a step.
+const killedCode = 137
+
+// childMain runs the command of a child process (runProcess) and exits.
+func childMain() {
+	m := &machine{root: os.Getenv(envChild), health: map[string]bool{}}
+	for _, name := range strings.Split(os.Getenv("KB_MODEL_HEALTHY"), ",") {
+		m.health[name] = true
+	}
+	res := m.run(os.Args[1:], nil)
+	os.Stdout.WriteString(res.out)
+	if res.killed {
+		os.Exit(killedCode)
+	}
+	os.Exit(res.code)
 }
 
 func applyEnv(env []string) func() {

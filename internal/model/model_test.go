@@ -121,6 +121,55 @@ func TestModel(t *testing.T) {
 		c.seqs, c.ops, elapsed.Round(time.Millisecond), float64(c.ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.kills, c.damages, c.repairs, c.nexts, c.scripts, len(files), seed)
 }
 
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		childMain()
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkModel is TestModel's rate: operations (each with its checks)
+// per second, with every command in-process, and as the baseline the same
+// sequences with every command in a process of its own (this binary as
+// the plugin), measured in the same run. It reports both and their ratio.
+func BenchmarkModel(b *testing.B) {
+	m := newMachine(b)
+	rate := func(processes bool, n int) float64 {
+		m.processes = processes
+		defer func() { m.processes = false }()
+		rng := rand.New(rand.NewPCG(1, 2))
+		c := &counters{}
+		start := time.Now()
+		for c.ops < n {
+			if v, r := runSequence(m, drawSequence(rng), c); v != nil && knownOpen(v) == "" && v.Inv == "setup" {
+				b.Fatalf("%v\n%s", v, strings.Join(r.log, "\n"))
+			}
+		}
+		return float64(c.ops) / time.Since(start).Seconds()
+	}
+	if baseline == 0 {
+		baseline = rate(true, 100) // once: the benchmark runs with b.N = 1 first
+	}
+	base := baseline
+	b.ResetTimer()
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := &counters{}
+	for c.ops < b.N {
+		runSequence(m, drawSequence(rng), c)
+	}
+	inproc := float64(c.ops) / time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(inproc, "ops/s")
+	b.ReportMetric(base, "baseline-ops/s")
+	b.ReportMetric(inproc/base, "x-baseline")
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("in-process %.0f ops/s; each command a process of its own %.0f ops/s (%.1fx); load average %s", inproc, base, inproc/base, strings.TrimSpace(string(load)))
+}
+
+// baseline is BenchmarkModel's process-per-command rate, measured once.
+var baseline float64
+
 // sequence is one run's operations and its settings.
 type sequence struct {
 	seed uint64
