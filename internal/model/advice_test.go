@@ -39,7 +39,10 @@ func advice(out, lastActive string) string {
 			if i := strings.Index(m, ", "); i >= 0 {
 				m = m[:i]
 			}
-			m = strings.TrimSuffix(strings.TrimSpace(m), " first")
+			m = strings.TrimSpace(m)
+			for _, prose := range []string{" first", " finishes it"} {
+				m = strings.TrimSuffix(m, prose)
+			}
 			if !placeholderRE.MatchString(m) {
 				cands = append(cands, m)
 			}

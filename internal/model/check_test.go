@@ -122,16 +122,21 @@ func (r *seqRun) pasteDir() string {
 
 // runPrinted runs a printed command line as an operator pastes it (a
 // chain "A && B" runs B only after A exits 0).
-func (r *seqRun) runPrinted(line string) (result, *violation) {
+func (r *seqRun) runPrinted(what, line string) (result, *violation) {
 	if i := strings.Index(line, "#"); i >= 0 {
 		line = line[:i]
 	}
 	if first, rest, ok := strings.Cut(line, " && "); ok {
-		res, v := r.runPrinted(first)
+		res, v := r.runPrinted(what, first)
 		if v != nil || res.code != 0 {
+			if res.code == 1 && strings.Contains(first, "bundle-gate") {
+				// "gate && switch": the switch runs once the gate passes;
+				// the gate failing is its verdict, not a failed repair.
+				res.code = -3
+			}
 			return res, v
 		}
-		return r.runPrinted(rest)
+		return r.runPrinted(what, rest)
 	}
 	env, argv, err := splitLine(line)
 	if err != nil || len(argv) == 0 {
@@ -146,6 +151,9 @@ func (r *seqRun) runPrinted(line string) (result, *violation) {
 			return result{}, r.fail("I3", "a printed command names its script by a relative path: %s", line)
 		}
 		if r.m.relative && !strings.Contains(strings.Join(env, " "), "KUBECTL_BUNDLE_STATE_DIR=/") {
+			if what == "next" {
+				return result{}, r.fail("I3", "journal status's next command does not name the state dir, which is relative (pasted elsewhere it opens another): %s", line)
+			}
 			return result{}, r.fail("I3", "a printed command does not name the state dir, which is relative here (pasted elsewhere it opens another): %s", line)
 		}
 		return result{code: -2}, nil
@@ -160,6 +168,9 @@ func (r *seqRun) runPrinted(line string) (result, *violation) {
 	if dir != "" {
 		if _, err := os.Stat(filepath.Join(dir, "state")); err == nil {
 			_ = os.RemoveAll(filepath.Join(dir, "state"))
+			if what == "next" {
+				return res, r.fail("I3", "journal status's next command, pasted in another directory, opened another state dir (a relative state dir): %s", line)
+			}
 			return res, r.fail("I3", "a printed command, pasted in another directory, opened another state dir (the state dir is relative here): %s", line)
 		}
 	}
@@ -269,12 +280,12 @@ func (r *seqRun) step(line string) *violation {
 		cmd := r.lastAdvice
 		r.lastAdvice = ""
 		var v *violation
-		res, v = r.runPrinted(cmd)
+		res, v = r.runPrinted("advice", cmd)
 		if v != nil {
 			return v
 		}
-		if res.code == -2 {
-			return nil // a script
+		if res.code == -2 || res.code == -3 {
+			return nil // a script, or a gate that still fails
 		}
 		r.c.repairs++
 		r.logf("repair: %s -> %s %s", cmd, res, firstError(res.out))
@@ -295,11 +306,18 @@ func (r *seqRun) step(line string) *violation {
 		if p.fakeKill != "" {
 			env = append(env, "FAKE_KILL="+p.fakeKill)
 		}
+		site := r.m.fingerprint()
 		res = r.m.run(argv, env)
 		if res.killed {
 			r.c.kills++
 		}
 		r.logf("%s -> %s %s", line, res, firstError(res.out))
+		if res.code == 2 && !(len(argv) > 1 && argv[0] == "kubectl-bundle-journal" && argv[1] == "run") && r.m.fingerprint() != site {
+			// A usage error (a bad flag or argument, a named file missing)
+			// is found before anything changes (journal run keeps its
+			// step's exit code, and records the step failed).
+			return r.fail("U", "%s exited 2 (usage) but changed the site:\n%s", line, tail(res.out))
+		}
 		if v := r.checkDamageMet(pre, p.argv, res); v != nil {
 			return v
 		}
@@ -337,11 +355,11 @@ func (r *seqRun) runRepair(cmd string) *violation {
 	seen := map[string]bool{}
 	for runs := 1; ; runs++ {
 		var v *violation
-		res, v = r.runPrinted(cmd)
+		res, v = r.runPrinted("repair", cmd)
 		if v != nil {
 			return v
 		}
-		if res.code == -2 {
+		if res.code == -2 || res.code == -3 {
 			return nil
 		}
 		r.c.repairs++
@@ -435,7 +453,9 @@ func actsOn(argv []string, sl string) bool {
 
 // replacing: the steps that replace the active slot with the target, run
 // only while the way back (the fallback, staged whole) is usable.
-var replacing = map[string]bool{"DEPLOYING": true, "TEARDOWN": true, "BUILDING": true}
+// (recreate's BUILDING is not one: once the slot is torn down, building
+// the target is the only way to a serving slot.)
+var replacing = map[string]bool{"DEPLOYING": true, "TEARDOWN": true}
 
 // allowedChanges: the slots this operation was allowed to change, from
 // the history it appended: a --force, or a step that owns the change.
@@ -590,6 +610,16 @@ func (r *seqRun) checkI4(pre before, argv []string, res result) *violation {
 	if strings.Contains(res.out, "the previous deployment is in place") && !r.m.healthy(active) {
 		return r.fail("I4", "%s says the previous deployment is in place, but the active slot %s fails its gate:\n%s", strings.Join(argv, " "), active, tail(res.out))
 	}
+	if len(argv) > 2 && argv[0] == "kubectl-bundle-switch" && argv[1] == "accept" && hasFlag(argv, "--if-soaked") && res.code == 0 && pre.switchPhase == "SWITCHED" {
+		// exit 0 is "soaked and accepted": a timer's accept --if-soaked &&
+		// retire goes on to destroy the previous slot.
+		if raw, exists, ok := readRegular(r.m.state("switch.json")); exists && ok {
+			var sw struct{ Phase string }
+			if json.Unmarshal(raw, &sw) == nil && sw.Phase == "SWITCHED" {
+				return r.fail("I4", "%s exited 0 while the switch still soaks (switch.json says SWITCHED):\n%s", strings.Join(argv, " "), tail(res.out))
+			}
+		}
+	}
 	revert := len(argv) > 1 && argv[0] == "kubectl-bundle-switch" && argv[1] == "back" && !hasFlag(argv, "--force") && pre.switchPhase == "SWITCHED"
 	if revert && res.code == 0 && !r.m.healthy(active) {
 		return r.fail("I4", "%s exited 0 with the active slot %s failing its gate:\n%s", strings.Join(argv, " "), active, tail(res.out))
@@ -643,11 +673,11 @@ func (r *seqRun) chase(bound int) *violation {
 			return r.fail("I3", "transaction %s in %s (%s) and journal status prints no next command", jv.Transaction.ID, jv.Transaction.Phase, jv.Transaction.Status)
 		}
 		cmd := jv.Next.Command
-		res, v := r.runPrinted(cmd)
+		res, v := r.runPrinted("next", cmd)
 		if v != nil {
 			return v
 		}
-		if res.code == -2 {
+		if res.code == -2 || res.code == -3 {
 			return nil // a script's run
 		}
 		r.c.nexts++

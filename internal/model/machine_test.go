@@ -238,7 +238,7 @@ func (m *machine) state(elem ...string) string {
 // expand replaces the placeholders of an operation with the site's files.
 func (m *machine) expand(argv []string) []string {
 	rep := strings.NewReplacer("$V1", repo(pkgV1), "$V2", repo(pkgV2), "$GATEFAIL", filepath.Join(m.root, "gate-fails.yaml"),
-		"$GATE", filepath.Join(m.root, "gate.yaml"), "$KEY", repo("testdata/keys/cosign.pub"))
+		"$GATE", filepath.Join(m.root, "gate.yaml"), "$KEY", repo("testdata/keys/cosign.pub"), "$NOKUBE", filepath.Join(m.root, "missing.kubeconfig"))
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		out[i] = rep.Replace(a)
@@ -575,4 +575,24 @@ func aliasCluster(kubeconfig string) string {
 		}
 	}
 	return ""
+}
+
+// fingerprint is what the site holds that a command may change: the
+// state files (the history aside), the machine's clusters and deploys,
+// and the kubeconfig.
+func (m *machine) fingerprint() string {
+	h := sha256.New()
+	for _, p := range []string{m.state("active"), m.state("switch.json"), m.state("journal", "transaction.json"),
+		filepath.Join(m.root, "fakes", "state.json"), filepath.Join(m.root, "kubeconfig")} {
+		b, _ := os.ReadFile(p)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	recs, _ := filepath.Glob(m.state("slots", "*.json"))
+	for _, p := range recs {
+		b, _ := os.ReadFile(p)
+		h.Write([]byte(p))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

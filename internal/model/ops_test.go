@@ -253,6 +253,8 @@ func (g *gen) op() string {
 		{1, func() string { return "kubectl-bundle-slot repair " + g.slot() }},
 		{5, func() string { return "kubectl-bundle-switch to " + g.slot() + g.force() }},
 		{3, func() string { return "kubectl-bundle-switch back" + g.pick("", "", " --force") }},
+		// A kubeconfig that does not exist (a typo, another machine's path).
+		{1, func() string { return "kubectl-bundle-switch to " + g.slot() + " --kubeconfig $NOKUBE" + g.force() }},
 		{3, func() string { return "kubectl-bundle-switch accept" + g.pick("", " --if-soaked") }},
 		{5, func() string {
 			st := g.pick("in-place", "recreate", "blue-green")
