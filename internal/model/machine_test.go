@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
 	"sigs.k8s.io/yaml"
 )
@@ -39,10 +39,14 @@ import (
 // model's health table (gate.WithReader). The process environment is the
 // model's: the test is never parallel.
 
+// repoRoot is found from the package's directory, where go test starts
+// (before the model changes the working directory; -trimpath leaves no
+// absolute source path to start from).
+var repoRoot = testenv.RepoRoot()
+
 // repo is a path in the repository.
 func repo(elem ...string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(filepath.Dir(filepath.Dir(file)))}, elem...)...)
+	return filepath.Join(append([]string{repoRoot}, elem...)...)
 }
 
 const (
@@ -125,6 +129,7 @@ func newMachine(tb testing.TB) *machine {
 		"KUBECTL_BUNDLE_GATE_TIMEOUT": "1s",
 		"KUBECTL_BUNDLE_SOAK_WINDOW":  "24h",
 		"KUBECTL_BUNDLE_STEP":         "",
+		"KUBECTL_BUNDLE_SCRIPTS_DIR":  repo("scripts"),
 		"KUBECTL_BUNDLE_RUN_FD":       "",
 		"FAKE_FAIL":                   "",
 		"FAKE_KILL":                   "",
