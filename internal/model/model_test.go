@@ -334,9 +334,10 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// report's repair are printed without the state dir, which is relative
 	// here (journal status's next command names it: checked apart).
 	{"class4-advice-without-state-dir", "I3: a printed command", "relative here"},
-	// A destroy killed half way, then switch.json damaged: the repair
-	// printed (switch to the half-destroyed slot --force) refuses it.
-	{"repair-switch-to-destroying-slot", "D: the repair a damage report printed fails when run as printed", "is destroying, not ready"},
+	// The pointer's repair printed is a forced switch to a slot that is
+	// not ready (a destroy killed half way, a create that failed): it
+	// refuses.
+	{"pointer-repair-to-slot-not-ready", "D: the repair a damage report printed fails when run as printed", ", not ready"},
 	// A forced switch away from an empty (damaged) pointer leaves the
 	// registry alias on both registries, and switch status says consistent.
 	{"alias-on-both-after-forced-switch", "I2: the aliases point at", `and "both" (registry)`},
