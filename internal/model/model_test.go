@@ -365,6 +365,9 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	{"record-write-over-damage", "D: ", ": file exists"},
 	// An error's advice names a switch to a slot that no longer exists.
 	{"advice-switch-to-missing-slot", "I3: the command an error printed does not run as printed", "does not exist (kubectl bundle-slot list"},
+	// journal run of a step already done skips it (exit 0) while the
+	// history is cut from outside.
+	{"run-skips-done-step-past-cut-history", "D: %s exited 0 while %s is damaged", "already done: skipping"},
 	// journal begin --candidate b exits 0 while b's record is damaged.
 	{"begin-skips-candidate-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-journal begin"},
 }
