@@ -288,7 +288,9 @@ func (g *gen) op() string {
 		}},
 		// The staged fallback ($V1, deployed in slot a) damaged more often
 		// than the target: it is the way back.
-		{4, func() string { return "stage " + g.pick("$V1", "$V1", "$V2") + " " + g.pick("truncate", "truncate", "remove") }},
+		{4, func() string {
+			return "stage " + g.pick("$V1", "$V1", "$V2") + " " + g.pick("truncate", "truncate", "remove")
+		}},
 		{1, func() string { return "lose records" }},
 		{1, func() string { return "cwd " + g.pick("relative", "relative", "absolute") }},
 		// Issue 32 class 2 (config edits: two slots given one cluster,
