@@ -107,7 +107,7 @@ func TestModel(t *testing.T) {
 		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.seqs, c.ops, elapsed.Round(time.Millisecond))
 		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s):\n  %s\nwhat happened:\n%s", seed, seed, seq.seed, v, seq.soak,
 			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
-		if os.Getenv("KB_MODEL_SHRINK") != "0" {
+		if os.Getenv("KB_MODEL_SHRINK") != "0" && os.Getenv("KB_INVARIANT_EXPLORE") != "report" {
 			shrunk := shrink(m, seq, v)
 			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s):\n  %s", len(shrunk.ops), shrunk.soak, strings.Join(shrunk.ops, "\n  "))
 			if os.Getenv("KB_MODEL_KEEP") == "1" {
@@ -118,11 +118,14 @@ func TestModel(t *testing.T) {
 			// make test: a violation a new random sequence finds is
 			// reported loudly but does not fail the suite (the kept
 			// regressions do), as TestInvariant does; make fuzz and a
-			// plain go test fail on it.
-			t.Log(msg)
-		} else {
-			t.Error(msg)
+			// plain go test fail on it. The draws go on (each distinct
+			// check reported once).
+			if explore[v.Key]++; explore[v.Key] == 1 {
+				t.Log(msg)
+			}
+			continue
 		}
+		t.Error(msg)
 		break
 	}
 	elapsed := time.Since(start)
@@ -374,6 +377,7 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// A record replaced by a directory, or a second repair within the
 	// same second: the write (or the move aside) fails with "file exists".
 	{"record-write-over-damage", "D: ", ": file exists"},
+	{"record-move-aside-fails", "D: ", "moving the damaged record aside"},
 	// An error's advice names a switch to a slot that no longer exists.
 	{"advice-switch-to-missing-slot", "I3: the command an error printed does not run as printed", "does not exist (kubectl bundle-slot list"},
 	// journal run of a step already done skips it (exit 0) while the
