@@ -18,7 +18,20 @@ import (
 // the kubeconfig. When $WORK/<name>.kubeconfig exists (an API server
 // started for it), the context reaches that real API server; otherwise it
 // points at a closed port.
-type Kind struct{}
+type Kind struct {
+	// OnKill, when set, is called in place of killing the process group
+	// inside a FAKE_KILL step (an in-process caller: it must not return,
+	// e.g. it panics for the test to recover).
+	OnKill func(step string)
+}
+
+// die ends the caller inside step: OnKill, else SIGKILL of the group.
+func (k Kind) die(step string) {
+	if k.OnKill != nil {
+		k.OnKill(step)
+	}
+	killGroup()
+}
 
 func kubeconfigFile(explicit string) string {
 	if explicit != "" {
@@ -31,7 +44,7 @@ func kubeconfigFile(explicit string) string {
 }
 
 // Create creates cluster name: its node container and its context.
-func (Kind) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeconfig string) error {
+func (k Kind) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeconfig string) error {
 	e := env(os.Getenv)
 	if len(cfg.Nodes) == 0 {
 		return fmt.Errorf("fake kind: cluster %s has no nodes", name)
@@ -54,7 +67,7 @@ func (Kind) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeco
 	if e.kills("kind-create") {
 		// The node container exists; the kube context was never written.
 		e.killed("kind-create")
-		killGroup()
+		k.die("kind-create")
 	}
 	path := kubeconfigFile(kubeconfig)
 	kc, err := clientcmd.LoadFromFile(path)
@@ -77,7 +90,7 @@ func (Kind) Create(_ context.Context, name string, cfg *v1alpha4.Cluster, kubeco
 }
 
 // Delete deletes the cluster and its context; a missing one is not an error.
-func (Kind) Delete(_ context.Context, name, kubeconfig string) error {
+func (k Kind) Delete(_ context.Context, name, kubeconfig string) error {
 	e := env(os.Getenv)
 	e.call("kind delete cluster --name " + name)
 	if e.fails("kind-delete") {
@@ -92,7 +105,7 @@ func (Kind) Delete(_ context.Context, name, kubeconfig string) error {
 	if e.kills("kind-delete") {
 		// The node container is gone; its kube context is left behind.
 		e.killed("kind-delete")
-		killGroup()
+		k.die("kind-delete")
 	}
 	path := kubeconfigFile(kubeconfig)
 	kc, err := clientcmd.LoadFromFile(path)

@@ -31,6 +31,11 @@ func exit(code int) {
 type Runner struct {
 	// Env overrides the process's environment for the fakes (KEY=VALUE).
 	Env []string
+	// OnKill, when set, is called when a FAKE_KILL step is reached, in
+	// place of returning the error of a killed child: a caller that
+	// simulates the death of the whole process (every plugin in-process)
+	// panics there and recovers at its top.
+	OnKill func(step string)
 }
 
 func (r Runner) getenv(k string) string {
@@ -54,6 +59,9 @@ func (r Runner) Run(_ context.Context, name string, args ...string) ([]byte, err
 	default:
 		code = reject(r.getenv, &stderr, name, args, &unsupported{"program " + name})
 	}
+	if code == killedExit && r.OnKill != nil {
+		r.OnKill(name + " " + strings.Join(args, " "))
+	}
 	if code == killedExit {
 		// In-process there is no child to kill without killing the test:
 		// the caller sees what exec reports for a child killed by SIGKILL.
@@ -67,7 +75,7 @@ func (r Runner) Run(_ context.Context, name string, args ...string) ([]byte, err
 
 // WithEnv returns r with env added (runner.WithEnv uses it).
 func (r Runner) WithEnv(env ...string) runner.Runner {
-	return Runner{Env: append(append([]string{}, r.Env...), env...)}
+	return Runner{Env: append(append([]string{}, r.Env...), env...), OnKill: r.OnKill}
 }
 
 // Implemented lists what the fakes imitate, one line per subcommand with

@@ -174,7 +174,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		CheckTimeouts: checkTimeouts,
 		Once:          cmd.Bool("once"),
 		PollInterval:  cmd.Duration("poll-interval"),
-		Runner:        runner.Exec{},
+		Runner:        runner.From(ctx),
 	}
 	if rec != nil && rec.RegistryPort > 0 {
 		opts.SlotRegistries = []string{"127.0.0.1:" + strconv.Itoa(rec.RegistryPort)}
@@ -261,7 +261,7 @@ func keepResult(dir *state.Dir, txn, slotName string, rep *gate.Report, timeout 
 func captureFailure(ctx context.Context, streams kcli.IOStreams, dir *state.Dir, stateDir, slotName string, rec *slot.Record, restCfg *rest.Config) string {
 	fmt.Fprintf(streams.ErrOut, "capturing what slot %s shows (each item at most %s and %d bytes)\n", slotName, capture.DefaultTimeout, capture.DefaultMaxBytes)
 	cfg, _ := siteConfig(stateDir)
-	path, err := capture.ForSlot(ctx, dir, capture.Failure{What: "gate", Slot: slotName, Record: rec, Config: cfg, Rest: restCfg, Run: runner.Exec{}})
+	path, err := capture.ForSlot(ctx, dir, capture.Failure{What: "gate", Slot: slotName, Record: rec, Config: cfg, Rest: restCfg, Run: runner.From(ctx)})
 	evidence.Warn(streams.ErrOut, "debug capture", err)
 	return path
 }
@@ -475,7 +475,7 @@ func OnSlot(ctx context.Context, streams kcli.IOStreams, rec *slot.Record, kubec
 		return kcli.Environment(err)
 	}
 	cluster.DefaultNamespace = target.Namespace
-	opts := gate.Options{Timeout: timeout, Runner: runner.Exec{}, Slot: rec.Name}
+	opts := gate.Options{Timeout: timeout, Runner: runner.From(ctx), Slot: rec.Name}
 	if rec.RegistryPort > 0 {
 		opts.SlotRegistries = []string{"127.0.0.1:" + strconv.Itoa(rec.RegistryPort)}
 	}

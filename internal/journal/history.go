@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -153,9 +154,35 @@ func (h *History) OpenInHistory() *Event {
 // ParseHistory parses history.jsonl content: complete lines must be events
 // in strictly increasing sequence; only the last line may be torn.
 func ParseHistory(b []byte) (*History, error) {
-	h := &History{}
-	var off int64
-	line := 0
+	// A command reads the history several times, and each read after an
+	// append is the last read plus lines: the complete lines parsed last
+	// are not parsed again (parsed holds them and what they parsed to).
+	parsed.Lock()
+	defer parsed.Unlock()
+	h, off, line := &History{}, int64(0), 0
+	if n := len(parsed.raw); n > 0 && len(b) >= n && bytes.Equal(b[:n], parsed.raw) {
+		h.Events = slices.Clone(parsed.events)
+		off, line = int64(n), len(parsed.events)
+	}
+	h, err := parseHistoryFrom(h, b[off:], off, line)
+	if err == nil {
+		parsed.raw = append(parsed.raw[:0], b[:h.ValidBytes]...)
+		parsed.events = slices.Clone(h.Events)
+	}
+	return h, err
+}
+
+// parsed is the last history ParseHistory parsed: its complete lines and
+// their events (a copy: callers get their own slice).
+var parsed struct {
+	sync.Mutex
+	raw    []byte
+	events []Event
+}
+
+// parseHistoryFrom parses b, the content after off bytes and line lines
+// already parsed into h.
+func parseHistoryFrom(h *History, b []byte, off int64, line int) (*History, error) {
 	for len(b) > 0 {
 		line++
 		i := bytes.IndexByte(b, '\n')

@@ -105,7 +105,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 			fmt.Fprintf(streams.ErrOut, "==> %s: %s\n", p, command)
 		}
 		var runErr error
-		code, runErr = runner.Exec{Env: []string{statesession.EnvStep + "=" + stepID}}.RunAttached(ctx, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
+		code, runErr = runner.Attach(ctx, []string{statesession.EnvStep + "=" + stepID}, streams.In, streams.Out, streams.ErrOut, args[1], args[2:]...)
 		switch {
 		case runErr != nil:
 			return runErr

@@ -129,3 +129,37 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "; ")
 }
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying r: a command that runs docker or zarf
+// takes its runner from the context (From), so that a test can run the
+// plugins in-process on the fakes without a global.
+func NewContext(ctx context.Context, r Runner) context.Context {
+	return context.WithValue(ctx, contextKey{}, r)
+}
+
+// From is the runner ctx carries (NewContext), else Exec{}.
+func From(ctx context.Context) Runner {
+	if r, ok := ctx.Value(contextKey{}).(Runner); ok && r != nil {
+		return r
+	}
+	return Exec{}
+}
+
+// Attacher is a runner that can run a command on the caller's streams
+// (journal run's step command): Exec does it with a child process, an
+// in-process test's runner with the plugin's package.
+type Attacher interface {
+	RunAttached(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) (int, error)
+}
+
+// Attach runs name on the streams with env added to its environment,
+// through ctx's runner when it is an Attacher, else as a child process
+// (Exec.RunAttached).
+func Attach(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) (int, error) {
+	if a, ok := From(ctx).(Attacher); ok {
+		return a.RunAttached(ctx, env, stdin, stdout, stderr, name, args...)
+	}
+	return Exec{Env: env}.RunAttached(ctx, stdin, stdout, stderr, name, args...)
+}

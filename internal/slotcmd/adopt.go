@@ -95,7 +95,7 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 		return err
 	}
 	state.CrashPoint("adopt:before-register")
-	sw := &switchover.Switcher{Dir: s.dir, Run: runner.Exec{}, Journal: s.Journal, AliasContext: cfg.AliasContext,
+	sw := &switchover.Switcher{Dir: s.dir, Run: runner.From(ctx), Journal: s.Journal, AliasContext: cfg.AliasContext,
 		RegistryAlias: cfg.RegistryAlias, Network: cfg.Network, Kubeconfig: s.m.Kubeconfig, Now: time.Now, Log: s.m.Log}
 	if err := sw.Register(name); err != nil {
 		return fmt.Errorf("slot %s is recorded, but making it active failed: %w (kubectl bundle-switch to %s --force finishes it)", name, err, name)

@@ -77,7 +77,7 @@ type Deps struct {
 func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 	slotArg := func(action func(ctx context.Context, cmd *cli.Command, s *session) error, mutate bool) cli.ActionFunc {
 		return func(ctx context.Context, cmd *cli.Command) error {
-			s, err := open(streams, cmd, deps, mutate)
+			s, err := open(ctx, streams, cmd, deps, mutate)
 			if err != nil {
 				return err
 			}
@@ -195,7 +195,7 @@ type session struct {
 
 func (s *session) close() { s.Close() }
 
-func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*session, error) {
+func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*session, error) {
 	common, err := kcli.ParseCommon(cmd)
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func open(streams kcli.IOStreams, cmd *cli.Command, deps Deps, mutate bool) (*se
 	if kind == nil {
 		kind = slot.KindLibrary{Log: log}
 	}
-	s.m = &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}, Kind: kind, Kubeconfig: cmd.String("kubeconfig"),
+	s.m = &slot.Manager{Dir: dir, Config: cfg, Run: runner.From(ctx), Kind: kind, Kubeconfig: cmd.String("kubeconfig"),
 		Probe: deps.Probe, Sleep: deps.Sleep, Log: log, Step: os.Getenv(statesession.EnvStep)}
 	if mutate {
 		s.m.Journal = ss.Journal

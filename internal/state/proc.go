@@ -246,6 +246,9 @@ func (l linuxProcs) openers(p string, deleted bool) ([]Orphan, bool) {
 			return err == nil && os.SameFile(fi, want)
 		}
 	}
+	if deleted && !l.mayHoldRemoved(p) {
+		return nil, true
+	}
 	dirs, _ := filepath.Glob(filepath.Join(l.root, "[0-9]*"))
 	var out []Orphan
 	for _, dir := range dirs {
@@ -273,3 +276,69 @@ func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
 	}
 	return link == p+" (deleted)", true
 }
+
+// mayHoldRemoved reports whether a process may still hold a flock on p
+// after p was removed: /proc/locks lists a flock on p's file system whose
+// inode is none of the state dir's lock files (the state lock, the step
+// lock, a run lock in place). A run holds the run lock with flock, so a
+// removed run lock that a run still holds is always listed; when none is,
+// the scan of every process's descriptors is skipped (it cost every
+// command a walk of /proc, twice). true when /proc/locks cannot be read
+// or parsed.
+func (l linuxProcs) mayHoldRemoved(p string) bool {
+	b, err := os.ReadFile(filepath.Join(l.root, "locks"))
+	if err != nil {
+		return true
+	}
+	var dev uint64
+	var named map[uint64]bool
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && f[1] == "->" {
+			f = f[1:]
+		}
+		if len(f) < 6 || f[1] != "FLOCK" {
+			continue
+		}
+		parts := strings.Split(f[5], ":")
+		if len(parts) != 3 {
+			return true
+		}
+		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
+		minor, err2 := strconv.ParseUint(parts[1], 16, 32)
+		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return true
+		}
+		if named == nil {
+			// The state dir is p's directory's parent (journal/run.lock).
+			stateDir := filepath.Dir(filepath.Dir(p))
+			fi, err := os.Stat(stateDir)
+			if err != nil {
+				return true
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return true
+			}
+			dev = uint64(st.Dev) //nolint:unconvert // int32 on darwin
+			named = map[uint64]bool{}
+			for _, name := range []string{"lock", StepLockFile, RunLockFile} {
+				if fi, err := os.Stat(filepath.Join(stateDir, name)); err == nil {
+					if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+						named[uint64(s.Ino)] = true //nolint:unconvert
+					}
+				}
+			}
+		}
+		if maj == uint64(devMajor(dev)) && minor == uint64(devMinor(dev)) && !named[ino] {
+			return true
+		}
+	}
+	return false
+}
+
+// devMajor and devMinor split a Linux device number as the kernel's
+// /proc/locks prints it.
+func devMajor(dev uint64) uint32 { return uint32((dev>>8)&0xfff) | uint32((dev>>32)&^0xfff) }
+func devMinor(dev uint64) uint32 { return uint32(dev&0xff) | uint32((dev>>12)&^0xff) }

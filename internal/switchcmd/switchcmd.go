@@ -81,7 +81,7 @@ var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
 func Command(streams kcli.IOStreams) *cli.Command {
 	with := func(mutate bool, fn func(ctx context.Context, cmd *cli.Command, s *session) error) cli.ActionFunc {
 		return func(ctx context.Context, cmd *cli.Command) error {
-			s, err := open(streams, cmd, mutate)
+			s, err := open(ctx, streams, cmd, mutate)
 			if err != nil {
 				return err
 			}
@@ -139,7 +139,7 @@ type session struct {
 
 func (s *session) close() { s.Close() }
 
-func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
+func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, error) {
 	common, err := kcli.ParseCommon(cmd)
 	if err != nil {
 		return nil, err
@@ -160,10 +160,10 @@ func open(streams kcli.IOStreams, cmd *cli.Command, mutate bool) (*session, erro
 	}
 	soak, _ := time.ParseDuration(cfg.SoakWindow)
 	s := &session{Session: ss, streams: streams, common: common}
-	s.sw = &switchover.Switcher{Dir: dir, Run: runner.Exec{}, AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
+	s.sw = &switchover.Switcher{Dir: dir, Run: runner.From(ctx), AliasContext: cfg.AliasContext, RegistryAlias: cfg.RegistryAlias,
 		Network: cfg.Network, Kubeconfig: cmd.String("kubeconfig"), SoakWindow: soak, MaxGateAge: cmd.Duration("max-gate-age"),
 		Pivot: mover.Run}
-	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.Exec{}}
+	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.From(ctx)}
 	s.sw.Workloads = m.RunningWorkloads
 	s.sw.CheckCluster = m.CheckCluster
 	if !common.Quiet {

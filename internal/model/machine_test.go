@@ -1,0 +1,619 @@
+package model_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
+	"sigs.k8s.io/yaml"
+)
+
+// The machine the model runs on: one directory (on tmpfs when there is
+// one) holding the state dir, the fake Docker/zarf machine ($FAKES), the
+// kubeconfig, the archives and the gate files; every plugin runs
+// in-process (its package's Main), docker and zarf are fakes.Runner, kind
+// is fakes.Kind, and the gate's cluster reads are answered from the
+// model's health table (gate.WithReader). The process environment is the
+// model's: the test is never parallel.
+
+// repoRoot is found from the package's directory, where go test starts
+// (before the model changes the working directory; -trimpath leaves no
+// absolute source path to start from).
+var repoRoot = testenv.RepoRoot()
+
+// repo is a path in the repository.
+func repo(elem ...string) string {
+	return filepath.Join(append([]string{repoRoot}, elem...)...)
+}
+
+const (
+	pkgV1 = "testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst"
+	pkgV2 = "testdata/packages/v1beta1/zarf-package-demo-beta-amd64-1.0.0.tar.zst"
+	// clusterHost is the API server a fake kind cluster's context names:
+	// nothing listens there; the path says which cluster it is.
+	clusterHost = "https://127.0.0.1:1/"
+	gateOK      = "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n"
+	gateFails   = "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: fails}\nspec:\n  checks:\n  - name: absent\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: absent}\n"
+)
+
+// killed is what a FAKE_KILL step panics with in-process: the whole
+// "process" (the plugin and a journal run around it) dies there; the
+// model recovers it at the top, as the kernel would close its files.
+type killed struct{ step string }
+
+type machine struct {
+	root   string
+	base   map[string]snapFile // the prepared site every sequence starts from
+	health map[string]bool     // cluster name -> its workload passes the site's gate
+	env    map[string]string   // the environment every operation starts with
+	calls  int                 // plugin calls made (counted for the rate)
+	// relative: the state dir is named relatively ($KUBECTL_BUNDLE_STATE_DIR=state
+	// from root/work), the "cwd" operation's change.
+	relative bool
+	// processes: each command runs in a process of its own (this test
+	// binary as the plugin: childMain), as the binaries run; the
+	// benchmark's baseline.
+	processes bool
+	// the fake machine's state as last read
+	groundRaw  []byte
+	groundLast *ground
+	// the kubeconfig as last read, and the slot its alias context follows
+	kubeRaw   []byte
+	kubeAlias string
+}
+
+type snapFile struct {
+	mode os.FileMode
+	data []byte
+}
+
+func newMachine(tb testing.TB) *machine {
+	tb.Helper()
+	parent := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		parent = "/dev/shm"
+	}
+	root, err := os.MkdirTemp(parent, "kb-model-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(root) })
+	m := &machine{root: root, health: map[string]bool{}}
+	for _, d := range []string{"fakes/ports", "archives", "home", "work", "elsewhere"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
+		"gate.yaml":       gateOK,
+		"gate-fails.yaml": gateFails,
+	}
+	for _, name := range []string{"airgap-mgmt-a", "airgap-mgmt-b"} {
+		files[name+".kubeconfig"] = fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: %s\n  cluster: {server: %q, insecure-skip-tls-verify: true}\nusers:\n- name: %s\n  user: {token: fake}\ncontexts:\n- name: %s\n  context: {cluster: %s, user: %s}\ncurrent-context: %s\n",
+			name, clusterHost+name, name, name, name, name, name)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	m.env = map[string]string{
+		"KUBECTL_BUNDLE_STATE_DIR":    filepath.Join(root, "state"),
+		"KUBECONFIG":                  filepath.Join(root, "kubeconfig"),
+		"KUBECTL_BUNDLE_ARCHIVES":     filepath.Join(root, "archives"),
+		"FAKES":                       filepath.Join(root, "fakes"),
+		"ZARF_VERIFY_KEY":             repo("testdata/keys/cosign.pub"),
+		"WORK":                        root,
+		"HOME":                        filepath.Join(root, "home"),
+		"XDG_STATE_HOME":              filepath.Join(root, "home", ".local", "state"),
+		"NO_COLOR":                    "1",
+		"KUBECTL_BUNDLE_GATE":         filepath.Join(root, "gate.yaml"),
+		"KUBECTL_BUNDLE_GATE_TIMEOUT": "1s",
+		"KUBECTL_BUNDLE_SOAK_WINDOW":  "24h",
+		"KUBECTL_BUNDLE_STEP":         "",
+		"KUBECTL_BUNDLE_SCRIPTS_DIR":  repo("scripts"),
+		"KUBECTL_BUNDLE_RUN_FD":       "",
+		"FAKE_FAIL":                   "",
+		"FAKE_KILL":                   "",
+		"FAKE_HANG":                   "",
+	}
+	for k, v := range m.env {
+		setenv(tb, k, v)
+	}
+	m.health["airgap-mgmt-a"], m.health["airgap-mgmt-b"] = true, true
+	wd, _ := os.Getwd()
+	tb.Cleanup(func() { _ = os.Chdir(wd) })
+	if err := os.Chdir(filepath.Join(root, "work")); err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range []string{
+		"kubectl-bundle-slot create a -q",
+		"kubectl-bundle-verify --stage -q $V1 --key $KEY",
+		"kubectl-bundle-slot deploy a $V1 -q",
+		"kubectl-bundle-gate --slot a --record -f $GATE --once -q",
+		"kubectl-bundle-switch to a -q",
+	} {
+		if r := m.run(m.expand(strings.Fields(line)), nil); r.code != 0 {
+			tb.Fatalf("preparing the site: %s: %s\n%s", line, r, r.out)
+		}
+	}
+	m.base = map[string]snapFile{}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			m.base[rel] = snapFile{mode: fi.Mode()}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m.base[rel] = snapFile{mode: fi.Mode(), data: b}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// setenv sets a variable for the test's whole run.
+func setenv(tb testing.TB, k, v string) {
+	if t, ok := tb.(interface{ Setenv(k, v string) }); ok {
+		t.Setenv(k, v)
+		return
+	}
+	_ = os.Setenv(k, v)
+}
+
+// reset makes the machine the prepared site again, with both workloads
+// healthy and the environment as prepared.
+func (m *machine) reset(soak string) error {
+	if err := os.Chdir(m.root); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(m.root)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(m.root, e.Name())); err != nil {
+			return err
+		}
+	}
+	// Directories first (WalkDir order: a parent before its children).
+	paths := make([]string, 0, len(m.base))
+	for p := range m.base {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		f := m.base[p]
+		full := filepath.Join(m.root, p)
+		if f.mode.IsDir() {
+			if p != "." {
+				if err := os.Mkdir(full, f.mode.Perm()); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := os.WriteFile(full, f.data, f.mode.Perm()); err != nil {
+			return err
+		}
+	}
+	m.health["airgap-mgmt-a"], m.health["airgap-mgmt-b"] = true, true
+	m.relative = false
+	for k, v := range m.env {
+		_ = os.Setenv(k, v)
+	}
+	_ = os.Setenv("KUBECTL_BUNDLE_SOAK_WINDOW", soak)
+	return os.Chdir(filepath.Join(m.root, "work"))
+}
+
+func (m *machine) state(elem ...string) string {
+	return filepath.Join(append([]string{m.root, "state"}, elem...)...)
+}
+
+// expand replaces the placeholders of an operation with the site's files.
+func (m *machine) expand(argv []string) []string {
+	rep := strings.NewReplacer("$V1", repo(pkgV1), "$V2", repo(pkgV2), "$GATEFAIL", filepath.Join(m.root, "gate-fails.yaml"),
+		"$GATE", filepath.Join(m.root, "gate.yaml"), "$KEY", repo("testdata/keys/cosign.pub"), "$NOKUBE", filepath.Join(m.root, "missing.kubeconfig"))
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = rep.Replace(a)
+	}
+	return out
+}
+
+// result is how one command ended.
+type result struct {
+	out    string
+	code   int
+	killed bool
+}
+
+func (r result) String() string {
+	if r.killed {
+		return "killed"
+	}
+	return fmt.Sprintf("exit %d", r.code)
+}
+
+// run runs argv in-process with env added (KEY=VALUE); a FAKE_KILL step
+// ends it as killed.
+func (m *machine) run(argv []string, env []string) (res result) {
+	var buf bytes.Buffer
+	restore := applyEnv(env)
+	defer restore()
+	defer func() {
+		if p := recover(); p != nil {
+			k, ok := p.(killed)
+			if !ok {
+				panic(p)
+			}
+			buf.WriteString("(killed inside " + k.step + ")\n")
+			res = result{out: buf.String(), code: -1, killed: true}
+		}
+	}()
+	if m.processes {
+		return m.runProcess(argv, env)
+	}
+	code := m.dispatch(m.context(), nil, &buf, &buf, argv)
+	return result{out: buf.String(), code: code}
+}
+
+// envChild makes this test binary run one plugin command (childMain).
+const envChild = "KB_MODEL_CHILD"
+
+// runProcess runs argv in a child process: this test binary, which runs
+// the plugin as run does (the fakes in it, the gate's reads answered from
+// the health table it is given).
+func (m *machine) runProcess(argv []string, env []string) result {
+	var health []string
+	for name, ok := range m.health {
+		if ok {
+			health = append(health, name)
+		}
+	}
+	cmd := exec.Command(os.Args[0], argv...)
+	cmd.Env = append(append(os.Environ(), envChild+"="+m.root, "KB_MODEL_HEALTHY="+strings.Join(health, ",")), env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	m.calls++
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return result{out: buf.String()}
+	case errors.As(err, &ee) && ee.ExitCode() == killedCode:
+		return result{out: buf.String(), code: -1, killed: true}
+	case errors.As(err, &ee):
+		return result{out: buf.String(), code: ee.ExitCode()}
+	}
+	return result{out: buf.String() + err.Error(), code: 127}
+}
+
+// killedCode is a child's exit status for a command killed inside a step.
+const killedCode = 137
+
+// childMain runs the command of a child process (runProcess) and exits.
+func childMain() {
+	m := &machine{root: os.Getenv(envChild), health: map[string]bool{}}
+	for _, name := range strings.Split(os.Getenv("KB_MODEL_HEALTHY"), ",") {
+		m.health[name] = true
+	}
+	res := m.run(os.Args[1:], nil)
+	os.Stdout.WriteString(res.out)
+	if res.killed {
+		os.Exit(killedCode)
+	}
+	os.Exit(res.code)
+}
+
+func applyEnv(env []string) func() {
+	type old struct {
+		k, v string
+		set  bool
+	}
+	var olds []old
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		ov, set := os.LookupEnv(k)
+		olds = append(olds, old{k, ov, set})
+		_ = os.Setenv(k, v)
+	}
+	return func() {
+		for i := len(olds) - 1; i >= 0; i-- {
+			if olds[i].set {
+				_ = os.Setenv(olds[i].k, olds[i].v)
+			} else {
+				_ = os.Unsetenv(olds[i].k)
+			}
+		}
+	}
+}
+
+func die(step string) { panic(killed{step}) }
+
+func (m *machine) context() context.Context {
+	ctx := runner.NewContext(context.Background(), modelRunner{m: m, Runner: fakes.Runner{OnKill: die}})
+	return gate.WithReader(ctx, m.readCluster)
+}
+
+// modelRunner is the fakes' docker and zarf, and journal run's step
+// command run in-process.
+type modelRunner struct {
+	fakes.Runner
+	m *machine
+}
+
+func (r modelRunner) WithEnv(env ...string) runner.Runner {
+	return modelRunner{m: r.m, Runner: fakes.Runner{Env: append(append([]string{}, r.Env...), env...), OnKill: die}}
+}
+
+func (r modelRunner) RunAttached(ctx context.Context, env []string, stdin io.Reader, stdout, stderr io.Writer, name string, args ...string) (int, error) {
+	restore := applyEnv(env)
+	defer restore()
+	return r.m.dispatch(ctx, stdin, stdout, stderr, append([]string{name}, args...)), nil
+}
+
+// dispatch runs one plugin in-process (os.Args form); 127 for a program
+// the model does not run in-process.
+func (m *machine) dispatch(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, argv []string) int {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	streams := kcli.IOStreams{In: stdin, Out: stdout, ErrOut: stderr}
+	name := filepath.Base(argv[0])
+	if name == "kubectl" && len(argv) > 2 && argv[1] == "bundle" {
+		argv = append([]string{"kubectl-bundle-" + argv[2]}, argv[3:]...)
+	} else if name == "kubectl" && len(argv) > 1 && strings.HasPrefix(argv[1], "bundle-") {
+		argv = append([]string{"kubectl-" + argv[1]}, argv[2:]...)
+	}
+	name = strings.ReplaceAll(filepath.Base(argv[0]), "_", "-")
+	m.calls++
+	switch name {
+	case "kubectl-bundle-slot":
+		return slotcmd.MainWith(ctx, streams, argv, slotcmd.Deps{Kind: fakes.Kind{OnKill: die}, Probe: fakes.Probe, Sleep: func(time.Duration) {}})
+	case "kubectl-bundle-switch":
+		return switchcmd.Main(ctx, streams, argv)
+	case "kubectl-bundle-journal":
+		return journalcmd.Main(ctx, streams, argv)
+	case "kubectl-bundle-gate":
+		return gatecmd.Main(ctx, streams, argv)
+	case "kubectl-bundle-verify":
+		return verifycmd.Main(ctx, streams, argv)
+	case "true":
+		return 0
+	case "false":
+		return 1
+	case "mv":
+		if len(argv) == 3 {
+			if err := os.Rename(argv[1], argv[2]); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			return 0
+		}
+	case "rm":
+		for _, a := range argv[1:] {
+			if !strings.HasPrefix(a, "-") {
+				if err := os.RemoveAll(a); err != nil {
+					fmt.Fprintln(stderr, err)
+					return 1
+				}
+			}
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "model: %s does not run in-process\n", argv[0])
+	return 127
+}
+
+// readCluster answers the gate for the cluster at host: each check passes
+// while the cluster's node container exists and its workload is healthy,
+// except the checks of the gate no workload passes (gate-fails.yaml).
+func (m *machine) readCluster(_ context.Context, g *gate.Gate, host string) ([]gate.Result, error) {
+	name := strings.TrimPrefix(host, clusterHost)
+	if name == host {
+		return nil, fmt.Errorf("no cluster at %s", host)
+	}
+	gr, err := m.ground()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := gr.Containers[name+"-control-plane"]; !ok {
+		return nil, fmt.Errorf("dial tcp: connection refused (cluster %s is gone)", name)
+	}
+	ok := m.health[name] && g.Metadata.Name != "fails"
+	var out []gate.Result
+	for _, c := range g.Spec.Checks {
+		r := gate.Result{Name: c.Name, Object: "ConfigMap/default/" + c.Name, Status: gate.Pass}
+		if !ok {
+			r.Status, r.Reason = gate.Fail, "NotFound"
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		out = append(out, gate.Result{Name: "healthy", Status: map[bool]gate.Status{true: gate.Pass, false: gate.Fail}[ok]})
+	}
+	return out, nil
+}
+
+// healthy is the ground truth of whether slot sl passes the site's gate.
+func (m *machine) healthy(sl string) bool {
+	gr, err := m.ground()
+	if err != nil {
+		return false
+	}
+	_, ok := gr.Containers["airgap-mgmt-"+sl+"-control-plane"]
+	return ok && m.health["airgap-mgmt-"+sl]
+}
+
+// ground is the fake machine: which clusters exist and what was deployed
+// where.
+type ground struct {
+	Containers map[string]*fakes.Container `json:"containers"`
+	Deploys    []fakes.Deploy              `json:"deploys"`
+}
+
+func (m *machine) ground() (*ground, error) {
+	b, err := os.ReadFile(filepath.Join(m.root, "fakes", "state.json"))
+	if err != nil {
+		return nil, err
+	}
+	if m.groundRaw != nil && bytes.Equal(b, m.groundRaw) {
+		return m.groundLast, nil // parsed again only when it changed
+	}
+	g := &ground{}
+	if err := json.Unmarshal(b, g); err != nil {
+		return nil, err
+	}
+	m.groundRaw, m.groundLast = b, g
+	return g, nil
+}
+
+// slotPackage is what the machine says slot sl holds: "" when its cluster
+// does not exist, else the package last deployed into its context
+// ("partial:" when that deploy was cut off, "none" when nothing was).
+func (g *ground) slotPackage(sl string) string {
+	if _, ok := g.Containers["airgap-mgmt-"+sl+"-control-plane"]; !ok {
+		return ""
+	}
+	p := "none"
+	for _, d := range g.Deploys {
+		if d.Context == "kind-airgap-mgmt-"+sl {
+			p = d.Package
+			if d.Partial {
+				p = "partial:" + d.Package
+			}
+		}
+	}
+	return p
+}
+
+// aliases is where the kubeconfig alias context and the registry alias
+// point ("" when nowhere, "both" when ambiguous).
+func (m *machine) aliases(g *ground) (kube, registry string) {
+	if b, err := os.ReadFile(filepath.Join(m.root, "kubeconfig")); err == nil {
+		// The alias context names the cluster of the slot it follows
+		// (parsed again only when the file changed).
+		if m.kubeRaw == nil || !bytes.Equal(b, m.kubeRaw) {
+			m.kubeRaw, m.kubeAlias = b, aliasCluster(string(b))
+		}
+		kube = m.kubeAlias
+	}
+	for _, sl := range []string{"a", "b"} {
+		c, ok := g.Containers["krops-registry-airgap-"+sl]
+		if !ok {
+			continue
+		}
+		for _, a := range c.Aliases {
+			if a == "krops-registry" && c.Network == "kind" {
+				if registry != "" {
+					return kube, "both"
+				}
+				registry = sl
+			}
+		}
+	}
+	return kube, registry
+}
+
+// stagedUsable reports whether the staged copy of digest is whole: its
+// file's sha256 is the digest.
+func (m *machine) stagedUsable(digest string) bool {
+	hexd := strings.TrimPrefix(digest, "sha256:")
+	dir := m.state("packages", hexd)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasSuffix(n, ".sha256") || strings.HasSuffix(n, ".json") || e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return false
+		}
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:]) == hexd
+	}
+	return false
+}
+
+// aliasCluster is the cluster the kubeconfig's alias context
+// (kind-airgap-mgmt) names, as the slot it follows ("" when none).
+func aliasCluster(kubeconfig string) string {
+	var kc struct {
+		Contexts []struct {
+			Name    string `json:"name"`
+			Context struct {
+				Cluster string `json:"cluster"`
+			} `json:"context"`
+		} `json:"contexts"`
+	}
+	if yaml.Unmarshal([]byte(kubeconfig), &kc) != nil {
+		return ""
+	}
+	for _, c := range kc.Contexts {
+		if c.Name == "kind-airgap-mgmt" {
+			return strings.TrimPrefix(c.Context.Cluster, "kind-airgap-mgmt-")
+		}
+	}
+	return ""
+}
+
+// fingerprint is what the site holds that a command may change: the
+// state files (the history aside), the machine's clusters and deploys,
+// and the kubeconfig.
+func (m *machine) fingerprint() string {
+	h := sha256.New()
+	for _, p := range []string{m.state("active"), m.state("switch.json"), m.state("journal", "transaction.json"),
+		filepath.Join(m.root, "fakes", "state.json"), filepath.Join(m.root, "kubeconfig")} {
+		b, _ := os.ReadFile(p)
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	recs, _ := filepath.Glob(m.state("slots", "*.json"))
+	for _, p := range recs {
+		b, _ := os.ReadFile(p)
+		h.Write([]byte(p))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

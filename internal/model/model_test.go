@@ -1,0 +1,388 @@
+package model_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/txtar"
+)
+
+// TestModel attacks the promise in-process: seeded random sequences of
+// every mutating plugin command (slot create/deploy/destroy/repair, switch
+// to/back/accept, journal begin/step/run/end/abort/repair, gate --record,
+// verify --stage), kills inside a fake's step, workload breaks, damage to
+// each state file, damage to the staged packages, lost records and a
+// relative state dir with its printed commands pasted elsewhere, each
+// sequence on a fresh copy of a site where slot a is active and
+// known-good, with I1-I4 and the damage rule checked after every
+// operation (check_test.go). It drives the command packages directly:
+// no plugin binary, no API server (docs/invariant.md).
+//
+// KB_MODEL_SEED reproduces a run; KB_MODEL_OPS (default 60000) and
+// KB_MODEL_BUDGET (a duration, default 170s) bound it, whichever comes
+// first; KB_MODEL_REPLAY=0 skips the kept regressions (testdata/model/);
+// a violation is shrunk (unless KB_MODEL_SHRINK=0) and printed with its
+// seed; KB_MODEL_KEEP=1 writes the shrunk sequence into testdata/model/.
+// KB_INVARIANT_EXPLORE=report (what make test sets) reports a violation
+// found by a new random sequence without failing; the kept regressions
+// fail either way.
+func TestModel(t *testing.T) {
+	budget, ops := 170*time.Second, 60000
+	if testing.Short() {
+		budget, ops = 30*time.Second, 10000
+	}
+	if b := os.Getenv("KB_MODEL_BUDGET"); b != "" {
+		d, err := time.ParseDuration(b)
+		if err != nil {
+			t.Fatalf("KB_MODEL_BUDGET: %v", err)
+		}
+		budget = d
+	}
+	if s := os.Getenv("KB_MODEL_OPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("KB_MODEL_OPS: %v", err)
+		}
+		ops = n
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("KB_MODEL_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KB_MODEL_SEED: %v", err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (KB_MODEL_SEED=%d reproduces this run), budget %s or %d operations", seed, seed, budget, ops)
+	start := time.Now()
+	m := newMachine(t)
+	c := &counters{}
+	setup := time.Since(start)
+
+	files, _ := filepath.Glob(filepath.Join("testdata", "model", "*.txtar"))
+	if os.Getenv("KB_MODEL_REPLAY") == "0" {
+		t.Logf("KB_MODEL_REPLAY=0: the %d kept regressions are not replayed", len(files))
+		files = nil
+	}
+	for _, f := range files {
+		seq, err := readSequence(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, r := runSequence(m, seq, c); v != nil {
+			if name := knownOpen(v); name != "" {
+				t.Logf("regression %s: known open %s (allowed until fixed): %v", filepath.Base(f), name, firstLine(v.What))
+				continue
+			}
+			t.Errorf("regression %s: %v\n%s", filepath.Base(f), v, strings.Join(r.log, "\n"))
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 2))
+	deadline := start.Add(budget)
+	allowed := map[string]int{}
+	explore := map[string]int{} // KB_MODEL_EXPLORE=all: every distinct check that failed
+	for time.Now().Before(deadline) && c.ops < ops {
+		seq := drawSequence(rng)
+		v, r := runSequence(m, seq, c)
+		if v == nil {
+			continue
+		}
+		if name := knownOpen(v); name != "" {
+			allowed[name]++
+			continue
+		}
+		if os.Getenv("KB_MODEL_EXPLORE") == "all" {
+			if explore[v.Key]++; explore[v.Key] == 1 {
+				t.Logf("EXPLORE %s: seq seed %d: %v\n  %s\n%s", v.Inv, seq.seed, v, strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), tailLines(r.log, 6))
+			}
+			continue
+		}
+		elapsed := time.Since(start)
+		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.seqs, c.ops, elapsed.Round(time.Millisecond))
+		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s):\n  %s\nwhat happened:\n%s", seed, seed, seq.seed, v, seq.soak,
+			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
+		if os.Getenv("KB_MODEL_SHRINK") != "0" && os.Getenv("KB_INVARIANT_EXPLORE") != "report" {
+			shrunk := shrink(m, seq, v)
+			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s):\n  %s", len(shrunk.ops), shrunk.soak, strings.Join(shrunk.ops, "\n  "))
+			if os.Getenv("KB_MODEL_KEEP") == "1" {
+				msg += "\nkept as " + writeRegression(t, shrunk, v, seed)
+			}
+		}
+		if os.Getenv("KB_INVARIANT_EXPLORE") == "report" {
+			// make test: a violation a new random sequence finds is
+			// reported loudly but does not fail the suite (the kept
+			// regressions do), as TestInvariant does; make fuzz and a
+			// plain go test fail on it. The draws go on (each distinct
+			// check reported once).
+			if explore[v.Key]++; explore[v.Key] == 1 {
+				t.Log(msg)
+			}
+			continue
+		}
+		t.Error(msg)
+		break
+	}
+	elapsed := time.Since(start)
+	if len(allowed) > 0 {
+		t.Logf("known open bugs hit (allowed until fixed): %v", allowed)
+	}
+	if len(explore) > 0 {
+		t.Logf("EXPLORE: %d distinct checks failed: %v", len(explore), explore)
+	}
+	t.Logf("TestModel: %d sequences, %d operations in %s (%.0f ops/s; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
+		c.seqs, c.ops, elapsed.Round(time.Millisecond), float64(c.ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.kills, c.damages, c.repairs, c.nexts, c.scripts, len(files), seed)
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		childMain()
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkModel is TestModel's rate: operations (each with its checks)
+// per second, with every command in-process, and as the baseline the same
+// sequences with every command in a process of its own (this binary as
+// the plugin), measured in the same run. It reports both and their ratio.
+func BenchmarkModel(b *testing.B) {
+	m := newMachine(b)
+	rate := func(processes bool, n int) float64 {
+		m.processes = processes
+		defer func() { m.processes = false }()
+		rng := rand.New(rand.NewPCG(1, 2))
+		c := &counters{}
+		start := time.Now()
+		for c.ops < n {
+			if v, r := runSequence(m, drawSequence(rng), c); v != nil && knownOpen(v) == "" && v.Inv == "setup" {
+				b.Fatalf("%v\n%s", v, strings.Join(r.log, "\n"))
+			}
+		}
+		return float64(c.ops) / time.Since(start).Seconds()
+	}
+	if baseline == 0 {
+		baseline = rate(true, 100) // once: the benchmark runs with b.N = 1 first
+	}
+	base := baseline
+	b.ResetTimer()
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := &counters{}
+	for c.ops < b.N {
+		runSequence(m, drawSequence(rng), c)
+	}
+	inproc := float64(c.ops) / time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(inproc, "ops/s")
+	b.ReportMetric(base, "baseline-ops/s")
+	b.ReportMetric(inproc/base, "x-baseline")
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.Logf("in-process %.0f ops/s; each command a process of its own %.0f ops/s (%.1fx); load average %s", inproc, base, inproc/base, strings.TrimSpace(string(load)))
+}
+
+// baseline is BenchmarkModel's process-per-command rate, measured once.
+var baseline float64
+
+// sequence is one run's operations and its settings.
+type sequence struct {
+	seed uint64
+	soak string
+	ops  []string
+}
+
+func drawSequence(rng *rand.Rand) sequence {
+	g := &gen{r: rng}
+	s := sequence{seed: rng.Uint64(), soak: "24h"}
+	if g.chance(0.2) {
+		s.soak = "1ms"
+	}
+	n := 4 + rng.IntN(20)
+	for range n {
+		s.ops = append(s.ops, g.op())
+	}
+	return s
+}
+
+// runSequence runs seq on a fresh copy of the site; the first violation
+// ends it.
+func runSequence(m *machine, seq sequence, c *counters) (*violation, *seqRun) {
+	r := &seqRun{m: m, rng: rand.New(rand.NewPCG(seq.seed, 1)), c: c, kg: map[string]string{}, damaged: map[string]bool{}}
+	if err := m.reset(seq.soak); err != nil {
+		return r.fail("setup", "resetting the site: %v", err), r
+	}
+	r.updateKG()
+	c.seqs++
+	for i, line := range seq.ops {
+		r.op = i
+		c.ops++
+		if v := r.step(line); v != nil {
+			return v, r
+		}
+	}
+	if v := r.settle(); v != nil {
+		v.Op = len(seq.ops)
+		return v, r
+	}
+	return nil, r
+}
+
+// shrink drops operations (delta debugging) while the same check still
+// fails from a fresh site.
+func shrink(m *machine, seq sequence, v *violation) sequence {
+	ops := append([]string{}, seq.ops[:min(len(seq.ops), v.Op+1)]...)
+	c := &counters{}
+	still := func(cand []string) bool {
+		s := seq
+		s.ops = cand
+		got, _ := runSequence(m, s, c)
+		return got != nil && got.Key == v.Key
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	n := 2
+	for len(ops) >= 2 && time.Now().Before(deadline) {
+		chunk := (len(ops) + n - 1) / n
+		reduced := false
+		for i := 0; i < len(ops); i += chunk {
+			cand := append(append([]string{}, ops[:i]...), ops[min(len(ops), i+chunk):]...)
+			if len(cand) > 0 && still(cand) {
+				ops, reduced = cand, true
+				n = max(n-1, 2)
+				break
+			}
+		}
+		if !reduced {
+			if n >= len(ops) {
+				break
+			}
+			n = min(len(ops), 2*n)
+		}
+	}
+	s := seq
+	s.ops = ops
+	return s
+}
+
+// Regression files: a txtar whose comment says what broke and whose
+// "ops" file holds the settings and one operation per line.
+func writeRegression(t *testing.T, seq sequence, v *violation, seed uint64) string {
+	dir := filepath.Join(repo("internal", "model", "testdata", "model"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txtar", strings.ToLower(v.Inv), seq.seed%1000000))
+	a := &txtar.Archive{
+		Comment: []byte(fmt.Sprintf("%s, found by TestModel (seed %d), shrunk:\n%s\n", v.Inv, seed, firstLine(v.What))),
+		Files:   []txtar.File{{Name: "ops", Data: []byte(fmt.Sprintf("seed %d\nsoak %s\n%s\n", seq.seed, seq.soak, strings.Join(seq.ops, "\n")))}},
+	}
+	if err := os.WriteFile(path, txtar.Format(a), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readSequence(path string) (sequence, error) {
+	a, err := txtar.ParseFile(path)
+	if err != nil {
+		return sequence{}, err
+	}
+	s := sequence{soak: "24h"}
+	for _, f := range a.Files {
+		if f.Name != "ops" {
+			continue
+		}
+		for _, line := range strings.Split(string(f.Data), "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case line == "" || strings.HasPrefix(line, "#"):
+			case strings.HasPrefix(line, "seed "):
+				s.seed, err = strconv.ParseUint(strings.TrimPrefix(line, "seed "), 10, 64)
+			case strings.HasPrefix(line, "soak "):
+				s.soak = strings.TrimPrefix(line, "soak ")
+			default:
+				s.ops = append(s.ops, line)
+			}
+			if err != nil {
+				return s, fmt.Errorf("%s: %v", path, err)
+			}
+		}
+	}
+	if len(s.ops) == 0 {
+		return s, fmt.Errorf("%s: no operations", path)
+	}
+	return s, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.Index(s, "\n"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func tailLines(log []string, n int) string {
+	if len(log) > n {
+		log = log[len(log)-n:]
+	}
+	return "    " + strings.Join(log, "\n    ")
+}
+
+// knownOpen names the allowance a violation falls under: a break of the
+// promise still open on main, each one check, removed with its fix (the
+// kept regression then replays it). docs/invariant.md lists them.
+func knownOpen(v *violation) string {
+	for _, k := range knownOpenBugs {
+		if strings.Contains(v.Key, k.key) && strings.Contains(v.What, k.contains) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+var knownOpenBugs = []struct{ name, key, contains string }{
+	// Issue 32, class 4, what is left: an error's advice and a damage
+	// report's repair are printed without the state dir, which is relative
+	// here (journal status's next command names it: checked apart).
+	{"class4-advice-without-state-dir", "I3: a printed command", "relative here"},
+	// The pointer's repair printed is a forced switch to a slot that is
+	// not ready (a destroy killed half way, a create that failed): it
+	// refuses.
+	{"pointer-repair-to-slot-not-ready", "D: the repair a damage report printed fails when run as printed", ", not ready"},
+	// A forced switch away from an empty (damaged) pointer leaves the
+	// registry alias on both registries, and switch status says consistent.
+	{"alias-on-both-after-forced-switch", "I2: the aliases point at", `and "both" (registry)`},
+	// A lost pointer (active removed after a switch) is taken as "none"
+	// by a plain switch to, which writes it again without --force.
+	{"switch-to-rewrites-lost-pointer", "D: %s exited 0 and silently replaced the damaged %s", "kubectl-bundle-switch to"},
+	// A no-op create of an existing slot does not look at damaged state.
+	{"noop-create-skips-damage", "D: %s exited 0 while %s is damaged", "nothing to do"},
+	// switch accept with no soak exits 0 while every slot record is gone.
+	{"accept-skips-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-switch accept"},
+	// A damaged pointer whose slot's record is damaged too: the repair
+	// printed is "rm active" ("no slot exists"), which loses the pointer.
+	{"pointer-repair-ignores-damaged-record", "D: the repair a damage report printed exits 0 but repairs nothing", "no slot exists"},
+	// The pointer's repair (switch to a --force) refused by an open
+	// blue-green transaction (cannot start SWITCHED).
+	{"pointer-repair-refused-by-transaction", "D: the repair a damage report printed fails when run as printed", "cannot start SWITCHED"},
+	// "run kubectl bundle-verify --stage PACKAGE first" names no key: it
+	// exits 2 (no verification material) as printed.
+	{"verify-advice-without-material", "I3: the command an error printed does not run as printed", "no verification material"},
+	// A lost pointer whose slot was destroyed with --force: the repair
+	// printed (slot repair a) refuses, the slot is gone.
+	{"pointer-repair-names-gone-slot", "D: the repair a damage report printed fails when run as printed", "is gone, and its record is not rebuilt"},
+	// A record replaced by a directory, or a second repair within the
+	// same second: the write (or the move aside) fails with "file exists".
+	{"record-write-over-damage", "D: ", ": file exists"},
+	{"record-move-aside-fails", "D: ", "moving the damaged record aside"},
+	// An error's advice names a switch to a slot that no longer exists.
+	{"advice-switch-to-missing-slot", "I3: the command an error printed does not run as printed", "does not exist (kubectl bundle-slot list"},
+	// journal run of a step already done skips it (exit 0) while the
+	// history is cut from outside.
+	{"run-skips-done-step-past-cut-history", "D: %s exited 0 while %s is damaged", "already done: skipping"},
+	// journal begin --candidate b exits 0 while b's record is damaged.
+	{"begin-skips-candidate-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-journal begin"},
+}
