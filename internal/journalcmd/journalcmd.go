@@ -139,6 +139,7 @@ Examples:
 			evidenceCommand(streams),
 			lockRunCommand(streams),
 			planCommand(streams),
+			siteCommand(streams),
 			{
 				Name:        "end",
 				Description: "Examples:\n  kubectl bundle-journal end",
@@ -435,8 +436,27 @@ func next(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	v := nextView{APIVersion: journal.APIVersion, Kind: "JournalNext"}
-	var damage error
+	v, damage, err := planNext(s)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if err := kcli.WriteJSON(streams.Out, v); err != nil {
+			return err
+		}
+		return damage
+	}
+	if _, err := io.WriteString(streams.Out, nextText(v.Next)); err != nil {
+		return err
+	}
+	return damage
+}
+
+// planNext is the planner's answer on this site now (what journal next
+// prints, and the site view's next), with the damage that makes it a
+// repair (exit 3).
+func planNext(s *session) (v nextView, damage error, err error) {
+	v = nextView{APIVersion: journal.APIVersion, Kind: "JournalNext"}
 	here := site.Read(s.dir)
 	t, terr := here.Txn()
 	cut, cerr := s.j.CutHistory()
@@ -473,38 +493,35 @@ func next(streams kcli.IOStreams, cmd *cli.Command) error {
 				v.Next.Why += "; then: " + nextOf(s.dir, t).Command
 			}
 		} else if err != nil {
-			return err
+			return v, nil, err
 		} else if t != nil {
 			v.Source, v.Transaction, v.Next = "transaction", t.ID, nextOf(s.dir, t)
 		} else {
 			v.Source, v.Next = "site", here.Next(time.Now())
 		}
 	}
-	if s.common.Output == kcli.OutputJSON {
-		if err := kcli.WriteJSON(streams.Out, v); err != nil {
-			return err
-		}
-		return damage
-	}
+	return v, damage, nil
+}
+
+// nextText is a next step as text: the command (or the run to wait for,
+// or nothing), the other ways on, and why.
+func nextText(n journal.NextStep) string {
 	var b strings.Builder
 	switch {
-	case v.Next.Wait != "":
-		fmt.Fprintf(&b, "next: wait for %s to finish\n", v.Next.Wait)
-	case v.Next.Command != "":
-		fmt.Fprintf(&b, "next: %s\n", v.Next.Command)
+	case n.Wait != "":
+		fmt.Fprintf(&b, "next: wait for %s to finish\n", n.Wait)
+	case n.Command != "":
+		fmt.Fprintf(&b, "next: %s\n", n.Command)
 	default:
 		fmt.Fprintln(&b, "next: nothing to run")
 	}
-	for _, alt := range v.Next.Alternatives {
+	for _, alt := range n.Alternatives {
 		fmt.Fprintf(&b, "  or: %s\n", alt)
 	}
-	if v.Next.Why != "" {
-		fmt.Fprintf(&b, "  why: %s\n", v.Next.Why)
+	if n.Why != "" {
+		fmt.Fprintf(&b, "  why: %s\n", n.Why)
 	}
-	if _, err := io.WriteString(streams.Out, b.String()); err != nil {
-		return err
-	}
-	return damage
+	return b.String()
 }
 
 // journalFix is the repair a journal error names ("" when none).
