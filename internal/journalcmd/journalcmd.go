@@ -83,7 +83,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			},
 			{
 				Name:        "status",
-				Description: "Examples:\n  kubectl bundle-journal status\n  kubectl bundle-journal status -o jsonpath='{.transaction.phase}'\n  kubectl bundle-journal site   (the whole site in one view)",
+				Description: "Examples:\n  kubectl bundle-journal status\n  kubectl bundle-journal status -o jsonpath='{.transaction.phase}'\n  kubectl bundle-journal site",
 				Usage:       "what happened, where it stands, and the next command (exit 0 with none open)",
 				Action:      func(_ context.Context, cmd *cli.Command) error { return status(streams, cmd) },
 			},

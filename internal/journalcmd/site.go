@@ -21,12 +21,12 @@ import (
 func siteCommand(streams kcli.IOStreams) *cli.Command {
 	return &cli.Command{
 		Name:      "site",
-		Usage:     "the whole site as a tree: slots (active, soaking, revert target), each slot's package, gate and workload clusters, the open transaction and its phase, and the next command",
+		Usage:     "the whole site as a tree: slots (active, soaking, the previous slot), each slot's package, gate and workload clusters, the open transaction and its phase, and the next command",
 		ArgsUsage: " ",
 		Description: `One view of the site, read from the state dir in one pass, as clusterctl
 describe cluster shows a cluster: each slot with its role (active; soaking,
-with the time left of the soak; the revert target kept until accept; the
-candidate of the open transaction), its package, its last gate result and
+with the time left of the soak; the previous slot, kept for a switch back
+until accept; the candidate of the open transaction), its package, its last gate result and
 its workload clusters (the names the slot gives them, from config.yaml's
 workloadClusters or an adopted site's own; kubectl bundle-slot losses SLOT
 lists those running); then the open transaction with its phase, and the

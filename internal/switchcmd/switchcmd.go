@@ -122,7 +122,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 			{Name: "accept", Description: "Examples:\n  kubectl bundle-switch accept\n  kubectl bundle-switch accept --if-soaked", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); until then say when it ends and exit 1"}},
 				Action: with(true, accept)},
-			{Name: "status", Description: "Examples:\n  kubectl bundle-switch status\n  kubectl bundle-switch status -o jsonpath='{.soakRemaining}'\n  kubectl bundle-journal site   (the whole site: slots, soak, transaction, next command)", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
+			{Name: "status", Description: "Examples:\n  kubectl bundle-switch status\n  kubectl bundle-switch status -o jsonpath='{.soakRemaining}'\n  kubectl bundle-journal site", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
 				Action: with(false, status)},
 		},
 	})
