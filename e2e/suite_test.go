@@ -37,12 +37,13 @@ func TestDocsUpToDate(t *testing.T) {
 // version, documents its exit codes, and fails the same way on a bad flag
 // or output format.
 func TestSuiteBehaviour(t *testing.T) {
+	t.Setenv("KUBECTL_BUNDLE_STATE_DIR", t.TempDir())
 	run := func(p plugins.Plugin, args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := kcli.Main(context.Background(), kcli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, append([]string{p.Name}, args...), p.Build)
 		return code, out.String(), errOut.String()
 	}
-	// A read-only invocation of each, to try -o yaml on.
+	// A read-only invocation of each, to try -o xml and -o yaml on.
 	readOnly := map[string][]string{
 		"kubectl-bundle-verify": {"package.tar.zst"}, "kubectl-bundle-slot": {"list"},
 		"kubectl-bundle-gate": nil, "kubectl-bundle-switch": {"status"}, "kubectl-bundle-journal": {"status"},
@@ -66,9 +67,19 @@ func TestSuiteBehaviour(t *testing.T) {
 			if code != kcli.ExitUsage || !strings.HasPrefix(errOut, "error: ") {
 				t.Errorf("unknown flag: exit %d, %q", code, errOut)
 			}
-			code, _, errOut = run(p, append([]string{"-o", "yaml"}, readOnly[p.Name]...)...)
-			if code != kcli.ExitUsage || !strings.Contains(errOut, `unknown output format "yaml"`) {
-				t.Errorf("-o yaml: exit %d, %q", code, errOut)
+			// -v is kubectl's verbosity: never the version.
+			code, out, errOut = run(p, "-v")
+			if code != kcli.ExitUsage || !strings.Contains(errOut, "flag provided but not defined: -v") || out != "" {
+				t.Errorf("-v: exit %d, %q %q", code, out, errOut)
+			}
+			code, _, errOut = run(p, append([]string{"-o", "xml"}, readOnly[p.Name]...)...)
+			if code != kcli.ExitUsage || !strings.Contains(errOut, `unknown output format "xml"`) {
+				t.Errorf("-o xml: exit %d, %q", code, errOut)
+			}
+			// -o yaml is kubectl's, as -o json and -o jsonpath are.
+			_, _, errOut = run(p, append([]string{"-o", "yaml"}, readOnly[p.Name]...)...)
+			if strings.Contains(errOut, "unknown output format") {
+				t.Errorf("-o yaml refused: %q", errOut)
 			}
 		})
 	}

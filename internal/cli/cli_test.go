@@ -83,22 +83,27 @@ type kinded struct{ k errkind.Kind }
 func (e kinded) Error() string           { return "kinded " + e.k.String() }
 func (e kinded) ErrorKind() errkind.Kind { return e.k }
 
-func TestJSONPathArg(t *testing.T) {
+func TestOutputArg(t *testing.T) {
 	for _, tc := range []struct {
-		in   []string
-		want string
-		tmpl string
+		in     []string
+		want   string
+		format string
+		tmpl   string
 	}{
-		{[]string{"x", "status", "-o", "jsonpath={.active}"}, "x status -o json", "{.active}"},
-		{[]string{"x", "status", "-o=jsonpath={.a}"}, "x status -o=json", "{.a}"},
-		{[]string{"x", "status", "--output=jsonpath={.a}"}, "x status -o=json", "{.a}"},
-		{[]string{"x", "-ojsonpath={.a}", "status"}, "x -o=json status", "{.a}"},
-		{[]string{"x", "run", "--", "-o", "jsonpath={.a}"}, "x run -- -o jsonpath={.a}", ""},
-		{[]string{"x", "-o", "json"}, "x -o json", ""},
+		{[]string{"x", "status", "-o", "jsonpath={.active}"}, "x status -o json", "jsonpath", "{.active}"},
+		{[]string{"x", "status", "-o=jsonpath={.a}"}, "x status -o=json", "jsonpath", "{.a}"},
+		{[]string{"x", "status", "--output=jsonpath={.a}"}, "x status -o=json", "jsonpath", "{.a}"},
+		{[]string{"x", "-ojsonpath={.a}", "status"}, "x -o=json status", "jsonpath", "{.a}"},
+		{[]string{"x", "run", "--", "-o", "jsonpath={.a}"}, "x run -- -o jsonpath={.a}", "", ""},
+		{[]string{"x", "-o", "json"}, "x -o json", "", ""},
+		{[]string{"x", "status", "-o", "yaml"}, "x status -o json", "yaml", ""},
+		{[]string{"x", "status", "--output=yaml"}, "x status -o=json", "yaml", ""},
+		{[]string{"x", "-oyaml", "status"}, "x -o=json status", "yaml", ""},
+		{[]string{"x", "--state-dir", "-o", "status"}, "x --state-dir -o status", "", ""},
 	} {
-		got, tmpl, found := jsonpathArg(tc.in)
-		if strings.Join(got, " ") != tc.want || tmpl != tc.tmpl || found != (tc.tmpl != "") {
-			t.Errorf("%q: %q %q %v", tc.in, got, tmpl, found)
+		got, format, tmpl := outputArg(tc.in)
+		if strings.Join(got, " ") != tc.want || format != tc.format || tmpl != tc.tmpl {
+			t.Errorf("%q: %q %q %q", tc.in, got, format, tmpl)
 		}
 	}
 }
@@ -115,7 +120,7 @@ func TestComplete(t *testing.T) {
 		{[]string{""}, "create\tbuild a slot\nstatus\tsay where it stands\n:4\n"},
 		{[]string{"st"}, "status\tsay where it stands\n:4\n"},
 		{[]string{"create", "--p"}, "--package\tthe package\n:4\n"},
-		{[]string{"create", "--o"}, "--output\toutput format: text or json\n:4\n"},
+		{[]string{"create", "--o"}, "--output\toutput format: text, json, yaml or jsonpath=TEMPLATE\n:4\n"},
 		{[]string{"create", "--package", ""}, ":0\n"},
 		{[]string{"create", "--force", ""}, ":0\n"},
 		{[]string{"-q", "cre"}, "create\tbuild a slot\n:4\n"},

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -21,7 +23,7 @@ type Common struct {
 func CommonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $KUBECTL_BUNDLE_STATE_DIR, else $XDG_STATE_HOME/kubectl-bundle, else ~/.local/state/kubectl-bundle)", TakesFile: true},
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: OutputText, Usage: "output format: text or json"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: OutputText, Usage: "output format: text, json, yaml or jsonpath=TEMPLATE"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress and no text report; the exit code tells the result"},
 	}
 }
@@ -35,15 +37,35 @@ func (c *Common) Log(streams IOStreams) io.Writer {
 }
 
 // Root fills in what the five binaries' root commands share: the suite's
-// flags first, the version, the streams, and no help subcommand (kubectl
+// flags first, --version, the streams, and no help subcommand (kubectl
 // plugins take --help).
+//
+// --version has no short form: kubectl's -v is its log verbosity, so a
+// plugin that read -v as --version would surprise an operator. urfave's
+// own version flag (with -v) is hidden and this one used instead.
 func Root(streams IOStreams, c *cli.Command) *cli.Command {
 	c.Flags = append(CommonFlags(), c.Flags...)
-	c.Version = ToolVersion()
+	c.Flags = append(c.Flags, &cli.BoolFlag{Name: "version", Usage: "print the version", HideDefault: true, Local: true})
+	c.HideVersion = true
 	c.Reader, c.Writer, c.ErrWriter = streams.In, streams.Out, streams.ErrOut
 	c.HideHelpCommand = true
+	before := c.Before
+	c.Before = func(ctx context.Context, cmd *cli.Command) (context.Context, error) {
+		if cmd.Bool("version") {
+			fmt.Fprintf(cmd.Root().Writer, "%s version %s\n", cmd.Root().Name, ToolVersion())
+			return ctx, errVersionShown
+		}
+		if before != nil {
+			return before(ctx, cmd)
+		}
+		return ctx, nil
+	}
 	return c
 }
+
+// errVersionShown stops a run after --version printed the version: the
+// run succeeded.
+var errVersionShown = errors.New("version shown")
 
 // ParseCommon reads and validates the standard flags.
 func ParseCommon(cmd *cli.Command) (*Common, error) {
@@ -63,7 +85,7 @@ func RunCommand(ctx context.Context, streams IOStreams, cmd *cli.Command, args [
 		return errkind.New(errkind.Usage, "%w (see --help)", err)
 	}
 	err := cmd.Run(ctx, args)
-	if err == nil {
+	if err == nil || errors.Is(err, errVersionShown) {
 		return ExitOK
 	}
 	if errkind.Of(err) == errkind.Unknown && isFlagError(err) {

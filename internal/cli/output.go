@@ -13,6 +13,9 @@ import (
 const (
 	OutputText = "text"
 	OutputJSON = "json"
+	// OutputYAML is the command's JSON as YAML; Main converts it, so a
+	// command never sees it.
+	OutputYAML = "yaml"
 )
 
 // ValidateOutput checks the value of -o.
@@ -21,7 +24,7 @@ func ValidateOutput(o string) error {
 	case OutputText, OutputJSON:
 		return nil
 	}
-	return Usage("unknown output format %q: use -o text, -o json or -o jsonpath=TEMPLATE", o)
+	return Usage("unknown output format %q: use -o text, -o json, -o yaml or -o jsonpath=TEMPLATE", o)
 }
 
 // WriteJSON writes v as indented JSON followed by a newline.

@@ -78,11 +78,14 @@ func Command(streams kcli.IOStreams) *cli.Command {
 	}
 	flags = append(flags, kubeflags.Flags()...)
 	return kcli.Root(streams, &cli.Command{
-		Name:        "kubectl-bundle-gate",
-		Usage:       "health gates against a slot or any kube context; declarative checks; watch-based",
-		UsageText:   "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
-		Description: description + "\n\n" + exitCodes,
-		Flags:       flags,
+		Name:      "kubectl-bundle-gate",
+		Usage:     "health gates against a slot or any kube context; declarative checks; watch-based",
+		UsageText: "kubectl bundle-gate [-f gate.yaml] [--slot NAME | --kubeconfig FILE --context NAME -n NS] [--timeout 10m] [--once] [--record] [-o text|json]",
+		Description: description + "\n\n" + `Examples:
+  kubectl bundle-gate --slot b
+  kubectl bundle-gate --slot b -f gate.yaml --timeout 15m --record
+  kubectl bundle-gate --context kind-airgap-mgmt -o json` + "\n\n" + exitCodes,
+		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {
 				return kcli.Usage("unexpected argument %q: kubectl bundle-gate takes flags only", cmd.Args().First())

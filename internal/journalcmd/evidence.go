@@ -31,7 +31,7 @@ deploy or gate (debug/), the script's summary of PASS/FAIL lines and its
 RESULT line (summary.txt), its full output (output.log), the slots it
 deployed (deployed.jsonl) and its history events (history.jsonl).
 
--o DIR (or --tar FILE) exports it with SHA256SUMS (check it with
+--dir DIR (or --tar FILE) exports it with SHA256SUMS (check it with
 sha256sum -c SHA256SUMS); --signing-key KEY (a cosign private key; its
 password in $COSIGN_PASSWORD) signs SHA256SUMS into
 SHA256SUMS.sigstore.json, which the connected side checks offline:
@@ -41,9 +41,20 @@ SHA256SUMS.sigstore.json, which the connected side checks offline:
 Retention: journal end keeps the evidence of the last evidenceKeep
 transactions (config.yaml, $KUBECTL_BUNDLE_EVIDENCE_KEEP; default 20, 0
 keeps all), and never that of the transactions that deployed the active
-slot or the previous one.`,
+slot or the previous one.
+
+-o is the output format, as everywhere (-o json: the export's files and
+sums; with --list and --path too); --output-dir is the old spelling of
+--dir, still accepted with a warning.
+
+Examples:
+  kubectl bundle-journal evidence --list
+  kubectl bundle-journal evidence --dir evidence-out
+  COSIGN_PASSWORD=... kubectl bundle-journal evidence 20261201-101500-a1b2c3 --dir evidence-out --signing-key cosign.key
+  kubectl bundle-journal evidence --tar evidence.tar -o json`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "export into this directory (new or empty)", TakesFile: true},
+			&cli.StringFlag{Name: "dir", Usage: "export into this directory (new or empty)", TakesFile: true},
+			&cli.StringFlag{Name: "output-dir", Usage: "deprecated: --dir", TakesFile: true, Hidden: true},
 			&cli.StringFlag{Name: "tar", Usage: "export as this tar archive instead (files under evidence-<ID>/)", TakesFile: true},
 			&cli.StringFlag{Name: "signing-key", Usage: "cosign private key that signs SHA256SUMS (password in $COSIGN_PASSWORD); --key is a public key everywhere else", TakesFile: true},
 			&cli.BoolFlag{Name: "list", Usage: "list the transactions that have evidence, oldest first"},
@@ -57,6 +68,17 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 	if cmd.NArg() > 1 {
 		return kcli.Usage("want at most one transaction ID")
 	}
+	// -o DIR was this command's directory once: said so when -o names no format.
+	if o := cmd.String("output"); kcli.ValidateOutput(o) != nil {
+		return kcli.Usage("-o %s: -o is the output format (text, json, yaml or jsonpath=TEMPLATE); export into a directory with --dir %s", o, o)
+	}
+	dir := cmd.String("dir")
+	if old := cmd.String("output-dir"); old != "" {
+		fmt.Fprintln(streams.ErrOut, "warning: --output-dir is deprecated: use --dir")
+		if dir == "" {
+			dir = old
+		}
+	}
 	s, err := openSession(streams, cmd, false)
 	if err != nil {
 		return err
@@ -66,6 +88,9 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		ids, err := evidence.List(s.dir)
 		if err != nil {
 			return kcli.Environment(err)
+		}
+		if s.common.Output == kcli.OutputJSON {
+			return kcli.WriteJSON(streams.Out, evidenceList{APIVersion: journal.APIVersion, Kind: "EvidenceList", Transactions: append([]string{}, ids...)})
 		}
 		for _, id := range ids {
 			fmt.Fprintln(streams.Out, id)
@@ -83,12 +108,15 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		if err != nil {
 			return kcli.Environment(err)
 		}
+		if s.common.Output == kcli.OutputJSON {
+			return kcli.WriteJSON(streams.Out, evidencePath{APIVersion: journal.APIVersion, Kind: "EvidencePath", Transaction: t.ID, Path: p})
+		}
 		fmt.Fprintln(streams.Out, p)
 		return nil
 	}
-	out, tarFile := cmd.String("output-dir"), cmd.String("tar")
+	out, tarFile := dir, cmd.String("tar")
 	if (out == "") == (tarFile == "") {
-		return kcli.Usage("give one of -o DIR and --tar FILE")
+		return kcli.Usage("give one of --dir DIR and --tar FILE")
 	}
 	id := cmd.Args().First()
 	if id == "" {
@@ -124,6 +152,21 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		fmt.Fprintln(streams.Out)
 	}
 	return nil
+}
+
+// evidenceList is evidence --list -o json.
+type evidenceList struct {
+	APIVersion   string   `json:"apiVersion"`
+	Kind         string   `json:"kind"`
+	Transactions []string `json:"transactions"`
+}
+
+// evidencePath is evidence --path -o json.
+type evidencePath struct {
+	APIVersion  string `json:"apiVersion"`
+	Kind        string `json:"kind"`
+	Transaction string `json:"transaction"`
+	Path        string `json:"path"`
 }
 
 // defaultEvidence is the open transaction, else the newest with evidence.

@@ -45,14 +45,19 @@ var exitCodes = kcli.ExitCodesHelp("", map[errkind.Kind]string{
 // Command builds kubectl-bundle-journal.
 func Command(streams kcli.IOStreams) *cli.Command {
 	return kcli.Root(streams, &cli.Command{
-		Name:        "kubectl-bundle-journal",
-		Usage:       "the crash-safe transaction record: begin / status / log / step / abort / end",
-		Description: description + "\n\n" + exitCodes,
+		Name:  "kubectl-bundle-journal",
+		Usage: "the crash-safe transaction record: begin / status / log / step / abort / end",
+		Description: description + "\n\n" + `Examples:
+  kubectl bundle-journal site
+  kubectl bundle-journal status
+  kubectl bundle-journal next
+  kubectl bundle-journal log --since 24h` + "\n\n" + exitCodes,
 		Commands: []*cli.Command{
 			{
-				Name:      "begin",
-				Usage:     "open a transaction (one at a time)",
-				ArgsUsage: " ",
+				Name:        "begin",
+				Description: "Examples:\n  kubectl bundle-journal begin --strategy in-place --package zarf-package-app-amd64-1.1.0.tar.zst\n  kubectl bundle-journal begin --strategy blue-green --package sha256:DIGEST --active a --candidate b",
+				Usage:       "open a transaction (one at a time)",
+				ArgsUsage:   " ",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "strategy", Usage: "in-place, blue-green or recreate", Required: true},
 					&cli.StringFlag{Name: "package", Usage: "the target package: a path (its sha256 is taken) or a sha256 digest", Required: true},
@@ -70,15 +75,17 @@ func Command(streams kcli.IOStreams) *cli.Command {
 				Action: func(_ context.Context, cmd *cli.Command) error { return begin(streams, cmd) },
 			},
 			{
-				Name:      "run",
-				Usage:     "run COMMAND as step PHASE: skipped when PHASE is already done, else started, run, and recorded done or failed (what the scripts call)",
-				ArgsUsage: "PHASE -- COMMAND [ARGS...]",
-				Action:    func(ctx context.Context, cmd *cli.Command) error { return runStep(ctx, streams, cmd) },
+				Name:        "run",
+				Description: "Examples:\n  kubectl bundle-journal run DEPLOYING -- kubectl bundle-slot deploy a sha256:DIGEST",
+				Usage:       "run COMMAND as step PHASE: skipped when PHASE is already done, else started, run, and recorded done or failed (what the scripts call)",
+				ArgsUsage:   "PHASE -- COMMAND [ARGS...]",
+				Action:      func(ctx context.Context, cmd *cli.Command) error { return runStep(ctx, streams, cmd) },
 			},
 			{
-				Name:   "status",
-				Usage:  "what happened, where it stands, and the next command (exit 0 with none open)",
-				Action: func(_ context.Context, cmd *cli.Command) error { return status(streams, cmd) },
+				Name:        "status",
+				Description: "Examples:\n  kubectl bundle-journal status\n  kubectl bundle-journal status -o jsonpath='{.transaction.phase}'\n  kubectl bundle-journal site",
+				Usage:       "what happened, where it stands, and the next command (exit 0 with none open)",
+				Action:      func(_ context.Context, cmd *cli.Command) error { return status(streams, cmd) },
 			},
 			{
 				Name:  "next",
@@ -95,17 +102,19 @@ Examples:
 				Action: func(_ context.Context, cmd *cli.Command) error { return next(streams, cmd) },
 			},
 			{
-				Name:  "log",
-				Usage: "the history of every transition, across transactions",
+				Name:        "log",
+				Description: "Examples:\n  kubectl bundle-journal log\n  kubectl bundle-journal log --since 24h -o json",
+				Usage:       "the history of every transition, across transactions",
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "since", Usage: "only events newer than this (e.g. 24h)"},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return logCmd(streams, cmd) },
 			},
 			{
-				Name:      "step",
-				Usage:     "record that a phase started, is done, or failed (what the orchestrators call)",
-				ArgsUsage: "PHASE started|done|failed",
+				Name:        "step",
+				Description: "Examples:\n  kubectl bundle-journal step DEPLOYING started\n  kubectl bundle-journal step DEPLOYING failed --error \"zarf package deploy exited 1\"",
+				Usage:       "record that a phase started, is done, or failed (what the orchestrators call)",
+				ArgsUsage:   "PHASE started|done|failed",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "error", Usage: "what went wrong (with failed)"},
 					&cli.BoolFlag{Name: "force", Usage: "record done a step that changes a slot (a deploy, create, destroy or switch) although its plugin did not record doing it (said and recorded in the history)"},
@@ -113,26 +122,30 @@ Examples:
 				Action: func(_ context.Context, cmd *cli.Command) error { return step(streams, cmd) },
 			},
 			{
-				Name:  "abort",
-				Usage: "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
+				Name:        "abort",
+				Description: "Examples:\n  kubectl bundle-journal abort\n  kubectl bundle-journal abort --force",
+				Usage:       "record ABORTED where that is safe for the strategy, and print the cleanup still to run",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "force", Usage: "close in the history a transaction whose transaction.json was removed from outside (check its slots first)"},
 				},
 				Action: func(_ context.Context, cmd *cli.Command) error { return abort(streams, cmd) },
 			},
 			{
-				Name:   "repair",
-				Usage:  "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, keep a damaged history's readable lines and set the damaged ones aside, acknowledge lines cut from the history, move aside a run lock (journal/run.lock) that is not a regular file once no live process holds it (each recorded)",
-				Action: func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
+				Name:        "repair",
+				Description: "Examples:\n  kubectl bundle-journal repair",
+				Usage:       "repair a journal damaged from outside: rebuild an unreadable transaction.json from the history, keep a damaged history's readable lines and set the damaged ones aside, acknowledge lines cut from the history, move aside a run lock (journal/run.lock) that is not a regular file once no live process holds it (each recorded)",
+				Action:      func(_ context.Context, cmd *cli.Command) error { return repairCmd(streams, cmd) },
 			},
 			offlineCommand(streams),
 			evidenceCommand(streams),
 			lockRunCommand(streams),
 			planCommand(streams),
+			siteCommand(streams),
 			{
-				Name:   "end",
-				Usage:  "close a transaction that reached a final phase",
-				Action: func(_ context.Context, cmd *cli.Command) error { return end(streams, cmd) },
+				Name:        "end",
+				Description: "Examples:\n  kubectl bundle-journal end",
+				Usage:       "close a transaction that reached a final phase",
+				Action:      func(_ context.Context, cmd *cli.Command) error { return end(streams, cmd) },
 			},
 		},
 	})
@@ -424,8 +437,27 @@ func next(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	v := nextView{APIVersion: journal.APIVersion, Kind: "JournalNext"}
-	var damage error
+	v, damage, err := planNext(s)
+	if err != nil {
+		return err
+	}
+	if s.common.Output == kcli.OutputJSON {
+		if err := kcli.WriteJSON(streams.Out, v); err != nil {
+			return err
+		}
+		return damage
+	}
+	if _, err := io.WriteString(streams.Out, nextText(v.Next)); err != nil {
+		return err
+	}
+	return damage
+}
+
+// planNext is the planner's answer on this site now (what journal next
+// prints, and the site view's next), with the damage that makes it a
+// repair (exit 3).
+func planNext(s *session) (v nextView, damage error, err error) {
+	v = nextView{APIVersion: journal.APIVersion, Kind: "JournalNext"}
 	here := site.Read(s.dir)
 	t, terr := here.Txn()
 	cut, cerr := s.j.CutHistory()
@@ -462,38 +494,35 @@ func next(streams kcli.IOStreams, cmd *cli.Command) error {
 				v.Next.Why += "; then: " + nextOf(s.dir, t).Command
 			}
 		} else if err != nil {
-			return err
+			return v, nil, err
 		} else if t != nil {
 			v.Source, v.Transaction, v.Next = "transaction", t.ID, nextOf(s.dir, t)
 		} else {
 			v.Source, v.Next = "site", here.Next(time.Now())
 		}
 	}
-	if s.common.Output == kcli.OutputJSON {
-		if err := kcli.WriteJSON(streams.Out, v); err != nil {
-			return err
-		}
-		return damage
-	}
+	return v, damage, nil
+}
+
+// nextText is a next step as text: the command (or the run to wait for,
+// or nothing), the other ways on, and why.
+func nextText(n journal.NextStep) string {
 	var b strings.Builder
 	switch {
-	case v.Next.Wait != "":
-		fmt.Fprintf(&b, "next: wait for %s to finish\n", v.Next.Wait)
-	case v.Next.Command != "":
-		fmt.Fprintf(&b, "next: %s\n", v.Next.Command)
+	case n.Wait != "":
+		fmt.Fprintf(&b, "next: wait for %s to finish\n", n.Wait)
+	case n.Command != "":
+		fmt.Fprintf(&b, "next: %s\n", n.Command)
 	default:
 		fmt.Fprintln(&b, "next: nothing to run")
 	}
-	for _, alt := range v.Next.Alternatives {
+	for _, alt := range n.Alternatives {
 		fmt.Fprintf(&b, "  or: %s\n", alt)
 	}
-	if v.Next.Why != "" {
-		fmt.Fprintf(&b, "  why: %s\n", v.Next.Why)
+	if n.Why != "" {
+		fmt.Fprintf(&b, "  why: %s\n", n.Why)
 	}
-	if _, err := io.WriteString(streams.Out, b.String()); err != nil {
-		return err
-	}
-	return damage
+	return b.String()
 }
 
 // journalFix is the repair a journal error names ("" when none).

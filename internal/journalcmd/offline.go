@@ -45,7 +45,12 @@ scripts run this before their first step (--offline-wait SECONDS, or
 $OFFLINE_WAIT_SECONDS, or config.yaml).
 
 Exit 0: offline confirmed, skipped, or off; 3: an endpoint still answered when
-the wait was over (the message names it); 2: a bad flag or endpoint.`
+the wait was over (the message names it); 2: a bad flag or endpoint.
+
+Examples:
+  kubectl bundle-journal offline-check --wait 900
+  kubectl bundle-journal offline-check --wait 0 --endpoint https://registry.example.com --endpoint 10.0.0.1:443
+  kubectl bundle-journal offline-check --skip`
 
 func offlineCommand(streams kcli.IOStreams) *cli.Command {
 	return &cli.Command{

@@ -34,7 +34,11 @@ The cluster's credentials are copied into a context of the slot's own
 pointed at it, so the alias can move to another slot and retiring this one
 never deletes it. The record keeps the site's names: the gate checks the
 unsuffixed workload clusters, a blue-green builds the other slot next to
-them, and destroy removes what the record names.`
+them, and destroy removes what the record names.
+
+Examples:
+  kubectl bundle-slot adopt a --package zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub
+  kubectl bundle-slot adopt a --package app-1.0.0.tar.zst --key cosign.pub --cluster airgap-mgmt --workload-clusters airgap-wl`
 
 func adoptCommand(action cli.ActionFunc) *cli.Command {
 	d := slot.Defaults()

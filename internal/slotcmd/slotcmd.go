@@ -89,42 +89,47 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 	return kcli.Root(streams, &cli.Command{
 		Name:        "kubectl-bundle-slot",
 		Usage:       "create / deploy / destroy / list side-by-side environments (slots) without collisions",
-		Description: description + "\n\n" + exitCodes,
+		Description: description + "\n\n" + slotExamples + "\n\n" + exitCodes,
 		Flags:       configFlags(),
 		Commands: []*cli.Command{
-			{Name: "preflight", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
+			{Name: "preflight", Description: "Examples:\n  kubectl bundle-slot preflight b --package zarf-package-app-amd64-1.1.0.tar.zst\n  kubectl bundle-slot preflight b --package zarf-package-app-amd64-1.1.0.tar.zst --blue-green", Usage: "check, before any change, that SLOT can be built here; prints every finding", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag, &cli.BoolFlag{Name: "blue-green", Usage: "also check that --package is fit for blue/green (S2): it declares the Zarf variable SLOT, no name it puts on the shared Docker daemon or network is the same for both slots, and none is another slot's"},
 					&cli.StringFlag{Name: "switch-mode", Usage: "with --blue-green: " + journal.SwitchModes + "; repoint and pivot do not need the SLOT variable (the candidate builds no workload clusters). Default: the open transaction's"}},
 				Action: slotArg(preflight, false)},
-			{Name: "create", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
+			{Name: "create", Description: "Examples:\n  kubectl bundle-slot create b\n  kubectl bundle-slot create b --package zarf-package-app-amd64-1.1.0.tar.zst\n  kubectl bundle-slot create b --seed charts/app:1.1=./app-1.1.tgz", Usage: "preflight, then build SLOT (each step recorded; a no-op when already built the same way)", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{pkgFlag, forceFlag("build"),
 					&cli.StringSliceFlag{Name: "seed", Usage: "REF=PATH: push PATH (a directory as a Flux artifact, a Helm chart .tgz, an OCI layout; relative to the current directory) into the slot's registry as REF; repeatable; replaces config.yaml's seed: list"},
 				}, Action: slotArg(create, true)},
 			adoptCommand(slotArg(adopt, true)),
-			{Name: "deploy", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
+			{Name: "deploy", Description: "Examples:\n  kubectl bundle-slot deploy b zarf-package-app-amd64-1.1.0.tar.zst\n  kubectl bundle-slot deploy b sha256:DIGEST --timeout 15m", Usage: "zarf package deploy a verified, staged PACKAGE into SLOT", ArgsUsage: "SLOT PACKAGE",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "public key for zarf to check the signature with too (default the key kubectl bundle-verify --stage used)", TakesFile: true},
 					&cli.BoolFlag{Name: "insecure", Usage: "deploy a package kubectl bundle-verify has not staged, or staged with --insecure-skip-signature (not recommended)"},
 					&cli.DurationFlag{Name: "timeout", Usage: "how long zarf package deploy may take (default --zarf-deploy-timeout, 5m)"},
 					forceFlag("deploy into"),
 				}, Action: slotArg(deploy, true)},
-			{Name: "destroy", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent); when it holds anything slot losses lists (workload clusters, PersistentVolumeClaims, registry content), list it and ask on a terminal, and without one refuse (exit 4) unless --yes", ArgsUsage: "SLOT",
+			{Name: "destroy", Description: "Examples:\n  kubectl bundle-slot losses b\n  kubectl bundle-slot destroy b\n  kubectl bundle-slot destroy b --yes", Usage: "remove SLOT's cluster, registry, workload containers, contexts and record (idempotent); when it holds anything slot losses lists (workload clusters, PersistentVolumeClaims, registry content), list it and ask on a terminal, and without one refuse (exit 4) unless --yes", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{forceFlag("destroy"),
 					&cli.BoolFlag{Name: "yes", Usage: "discard what the slot holds without listing it or asking (--force does only for a protected slot, whose override is said and recorded: it lists what is discarded)"}},
 				Action: slotArg(destroy, true)},
-			{Name: "losses", Usage: "list what discarding SLOT loses (its workload clusters, its PersistentVolumeClaims with sizes, its registry's repositories and tags; best effort) and record it in the journal; when there is any, ask on a terminal, and without one refuse (exit 2) unless --yes", ArgsUsage: "SLOT",
+			{Name: "losses", Description: "Examples:\n  kubectl bundle-slot losses b\n  kubectl bundle-slot losses b -o json --yes", Usage: "list what discarding SLOT loses (its workload clusters, its PersistentVolumeClaims with sizes, its registry's repositories and tags; best effort) and record it in the journal; when there is any, ask on a terminal, and without one refuse (exit 2) unless --yes", ArgsUsage: "SLOT",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "yes", Usage: "discard what is listed without asking"}},
 				Action: slotArg(losses, true)},
-			{Name: "repair", Usage: "rebuild the damaged record of a protected SLOT (the active one, or the revert target of a soak) from the settings and the history, without touching its cluster", ArgsUsage: "SLOT",
+			{Name: "repair", Description: "Examples:\n  kubectl bundle-slot repair a", Usage: "rebuild the damaged record of a protected SLOT (the active one, or the revert target of a soak) from the settings and the history, without touching its cluster", ArgsUsage: "SLOT",
 				Action: slotArg(repair, true)},
-			{Name: "list", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
+			{Name: "list", Description: "Examples:\n  kubectl bundle-slot list\n  kubectl bundle-slot list -o json\n  kubectl bundle-slot list -o jsonpath='{[*].name}'", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
 				Action: slotArg(list, false)},
-			{Name: "describe", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
+			{Name: "describe", Description: "Examples:\n  kubectl bundle-slot describe a\n  kubectl bundle-slot describe a -o yaml", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
 			otherCommand(slotArg(other, false)),
 		},
 	})
 
 }
+
+const slotExamples = `Examples:
+  kubectl bundle-slot list
+  kubectl bundle-slot preflight b --package zarf-package-app-amd64-1.1.0.tar.zst
+  kubectl bundle-slot describe a -o yaml`
 
 // forceFlag overrides the protected-slot guard for verb.
 func forceFlag(verb string) cli.Flag {

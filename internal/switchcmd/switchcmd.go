@@ -97,28 +97,32 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		&cli.StringFlag{Name: "soak-window", Usage: "how long a switch soaks before accept --if-soaked accepts it (default 24h) [$KUBECTL_BUNDLE_SOAK_WINDOW]"},
 	}
 	return kcli.Root(streams, &cli.Command{
-		Name:        "kubectl-bundle-switch",
-		Usage:       "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
-		Description: description + "\n\n" + exitCodes,
-		Flags:       flags,
+		Name:  "kubectl-bundle-switch",
+		Usage: "the active pointer: to / back / accept / status; kubeconfig and registry aliases follow it",
+		Description: description + "\n\n" + `Examples:
+  kubectl bundle-switch status
+  kubectl bundle-switch to b
+  kubectl bundle-switch back
+  kubectl bundle-switch accept --if-soaked` + "\n\n" + exitCodes,
+		Flags: flags,
 		Commands: []*cli.Command{
-			{Name: "to", Usage: "make SLOT active (needs a recent passing gate) and start the soak", ArgsUsage: "SLOT",
+			{Name: "to", Description: "Examples:\n  kubectl bundle-switch to b\n  kubectl bundle-switch to b --mode repoint\n  kubectl bundle-switch to b --force", Usage: "make SLOT active (needs a recent passing gate) and start the soak", ArgsUsage: "SLOT",
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "max-gate-age", Value: site.GateFresh, Usage: "how old SLOT's last passing gate may be"},
 					&cli.BoolFlag{Name: "force", Usage: "switch without a recent passing gate"},
 					&cli.StringFlag{Name: "mode", Usage: journal.SwitchModes + "; default: the open transaction's"},
 					&cli.BoolFlag{Name: "yes", Usage: "with --mode pivot: pivot even when the previous slot could not take the objects back (no revert)"},
 				}, Action: with(true, to)},
-			{Name: "back", Usage: "during the soak, return to the previous slot once it passes its gate", ArgsUsage: " ",
+			{Name: "back", Description: "Examples:\n  kubectl bundle-switch back\n  kubectl bundle-switch back --gate gate.yaml --gate-timeout 15m", Usage: "during the soak, return to the previous slot once it passes its gate", ArgsUsage: " ",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "gate", Usage: "the gate file the previous slot must pass before the switch (default the open transaction's, else $KUBECTL_BUNDLE_GATE, else the built-in gate)", TakesFile: true},
 					&cli.DurationFlag{Name: "gate-timeout", Usage: "how long that gate waits (default the open transaction's, else $KUBECTL_BUNDLE_GATE_TIMEOUT, else 10m)"},
 					&cli.BoolFlag{Name: "force", Usage: "switch back without gating the previous slot (said and recorded in the history)"},
 				}, Action: with(true, back)},
-			{Name: "accept", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
+			{Name: "accept", Description: "Examples:\n  kubectl bundle-switch accept\n  kubectl bundle-switch accept --if-soaked", Usage: "end the soak and print the command that retires the old slot", ArgsUsage: " ",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "if-soaked", Usage: "only once the soak window has passed (for a timer); until then say when it ends and exit 1"}},
 				Action: with(true, accept)},
-			{Name: "status", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
+			{Name: "status", Description: "Examples:\n  kubectl bundle-switch status\n  kubectl bundle-switch status -o jsonpath='{.soakRemaining}'\n  kubectl bundle-journal site", Usage: "active and previous slot, phase, soak, and whether the aliases agree with active", ArgsUsage: " ",
 				Action: with(false, status)},
 		},
 	})
