@@ -62,6 +62,15 @@ type Slot struct {
 	// an S1 (repoint) update moved the active pointer away from it: the
 	// slot is kept for them and is not destroyed while it owns any.
 	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
+	// MovedIn are workload clusters whose Cluster API objects an S3 pivot
+	// moved into this slot's management cluster: this slot's providers
+	// manage their containers now, so they are this slot's (its destroy
+	// removes them, its losses list them), whatever slot named them.
+	MovedIn []string `json:"movedInWorkloads,omitempty"`
+	// MovedOut are workload clusters of this slot's names whose objects a
+	// pivot moved to another slot: no longer this slot's (its destroy
+	// leaves their containers running, its losses do not list them).
+	MovedOut []string `json:"movedOutWorkloads,omitempty"`
 }
 
 // OwnsWorkloadsLine is how list and status name the workload clusters a
@@ -280,4 +289,7 @@ const (
 	// DetailGone: slot repair found nothing of a slot running whose
 	// record was gone: the slot no longer exists.
 	DetailGone = "gone"
+	// DetailMoved: an S3 pivot moved workload clusters into or out of the
+	// slot (the event carries its identity, with MovedIn and MovedOut).
+	DetailMoved = "moved"
 )

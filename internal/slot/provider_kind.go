@@ -317,12 +317,13 @@ func owned(name string, n *Names) bool {
 
 // RunningWorkloads lists the workload clusters of slot name that have a
 // container on the Docker daemon (config.yaml's workloadClusters, as the
-// slot names them). The existing provider runs none that this tool knows.
+// slot names them, less those an S3 pivot moved out, plus those it moved
+// in). The existing provider runs none that this tool knows.
 func (m *Manager) RunningWorkloads(ctx context.Context, name string) ([]string, error) {
 	if m.Config.Provider != ProviderKind {
 		return nil, nil
 	}
-	n, err := m.Config.NamesFor(name)
+	n, err := m.NamesOf(name)
 	if err != nil {
 		return nil, err
 	}
