@@ -98,14 +98,14 @@ paused_span() {
 # Available in MGMT (its status as MGMT's providers rebuild it).
 available_after() {
   local c=$1 from=$2 i
-  for i in $(seq 1 300); do
+  for i in $(seq 1 180); do
     if [ "$(mk "$c" get cluster "$wl" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" = True ]; then
       secs "$from"
       return 0
     fi
     sleep 1
   done
-  echo "not in 300 s"
+  echo "not in 180 s"
 }
 machines_of() {
   mk "$1" get machines -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase} {end}' 2>/dev/null || true

@@ -50,14 +50,24 @@ export KUBECONFIG="$KB_CAPD_KUBECONFIG"
 kind_slot_state a
 
 # --- TEARDOWN ---
-kubectl-bundle-slot losses a >"$work/losses.txt" 2>&1 || true
+# What recreate.sh asks first (slot losses), and the destroy as the
+# operator's retire runs it: both refuse while the management cluster
+# holds a Cluster that workloadClusters does not name.
+rc=0
+kubectl-bundle-slot losses a >"$work/losses.txt" 2>&1 || rc=$?
 cat "$work/losses.txt" >&2
-result "slot losses a: workload clusters listed" "$(grep -oE 'kb-capd-[a-z-]+' "$work/losses.txt" | sort -u | tr '\n' ' ')"
+result "slot losses a: exit / workload clusters listed" "$rc / $(grep -oE 'workload cluster kb-capd-[a-z-]+' "$work/losses.txt" | sort -u | sed 's/workload cluster //' | tr '\n' ' ')"
+rc=0
+kubectl-bundle-slot destroy a --yes >"$work/destroy-refused.txt" 2>&1 || rc=$?
+cat "$work/destroy-refused.txt" >&2
+result "slot destroy a --yes: exit / kind cluster still there" "$rc / $(kind get clusters 2>/dev/null | grep -c "^$mgmt\$" || true)"
+# The teardown as recreate.sh's TEARDOWN step runs it (--force: the
+# active slot), which is what every teardown did before the refusal.
 t=$(now)
 t_ms=$(now_ms)
 rc=0
-plugin kubectl-bundle-slot destroy a --yes || rc=$?
-result "TEARDOWN (slot destroy a): exit / duration (s)" "$rc / $(secs "$t")"
+plugin kubectl-bundle-slot destroy a --force --yes || rc=$?
+result "TEARDOWN (slot destroy a --force --yes): exit / duration (s)" "$rc / $(secs "$t")"
 sleep 20
 containers "$named" >"$work/named-teardown.txt"
 containers "$extra" >"$work/extra-teardown.txt"
