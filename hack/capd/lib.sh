@@ -80,6 +80,18 @@ capd_begin() {
   result "machine" "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
   result "load average at start" "$(load_line)"
 }
+# capd_begin_site: capd_begin for an experiment that runs the plugins
+# (bin/, make build) on a site: every management cluster's context in one
+# kubeconfig ($work/site.kubeconfig, exported as KB_CAPD_KUBECONFIG).
+capd_begin_site() {
+  export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
+  PATH="$root/bin:$PATH"
+  local p
+  for p in kubectl-bundle-slot kubectl-bundle-switch kubectl-bundle-gate; do
+    command -v "$p" >/dev/null || die "no $p in $root/bin (make build)"
+  done
+  capd_begin
+}
 capd_end() {
   local f
   for f in "${!loop_pids[@]}"; do loop_stop "$f"; done

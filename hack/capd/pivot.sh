@@ -33,10 +33,7 @@ a=kb-capd-a
 b=kb-capd-b
 wl=kb-capd-wl-a
 watch_s=${KB_CAPD_AFTER_S:-60}
-export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
-PATH="$root/bin:$PATH"
-command -v kubectl-bundle-switch >/dev/null || die "no plugins in $root/bin (make build)"
-capd_begin
+capd_begin_site
 
 mgmt_create "$a"
 mgmt_inventory "$a" "$KB_CAPI_VERSION"

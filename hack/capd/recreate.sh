@@ -29,10 +29,7 @@ set -o errexit -o nounset -o pipefail
 mgmt=kb-capd-a
 named=kb-capd-wl-a
 extra=kb-capd-extra
-export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
-PATH="$root/bin:$PATH"
-command -v kubectl-bundle-slot >/dev/null || die "no plugins in $root/bin (make build)"
-capd_begin
+capd_begin_site
 
 # --- slot a: the management cluster, its two workload clusters ---
 mgmt_create "$mgmt"

@@ -28,10 +28,7 @@ set -o errexit -o nounset -o pipefail
 
 a=kb-capd-a
 b=kb-capd-b
-export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
-PATH="$root/bin:$PATH"
-command -v kubectl-bundle-slot >/dev/null || die "no plugins in $root/bin (make build)"
-capd_begin
+capd_begin_site
 
 # --- slot a serving ---
 mgmt_create "$a"
