@@ -109,7 +109,7 @@ machines_of() {
 }
 
 # --- 1. refused: slot b's CAPD is older than slot a's ---
-mk "$b" -n capd-system patch provider infrastructure-docker --type merge -p '{"version":"v1.13.7"}' >/dev/null
+mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p '{"version":"v1.13.7"}' >/dev/null
 t_ms=$(now_ms)
 rc=0
 kubectl-bundle-switch to b --mode pivot >"$work/refused.out" 2>&1 || rc=$?
@@ -117,7 +117,7 @@ result "pivot to b with b's CAPD older (v1.13.7): exit" "$rc"
 result "pivot to b with b's CAPD older: message" "$(grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | head -1)"
 result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
 result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
-mk "$b" -n capd-system patch provider infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
+mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
 cat "$work/refused.out" >&2
 
 # --- 2. the pivot a -> b ---
