@@ -16,7 +16,9 @@
 #
 #   1. preflight on real providers: slot b's inventory says its CAPD is
 #      older (v1.13.7) than slot a's: the switch must refuse, exit 3,
-#      before anything is paused;
+#      before anything is paused; and the load balancer template the
+#      DockerCluster names is only on slot a (the mover would leave it
+#      behind): refused too, then created on slot b as the refusal says;
 #   2. the pivot a -> b: its duration, how long the Cluster stays paused on
 #      each side (polled every ~0.5 s), failed workload requests, what
 #      slot b's providers do with the machine (the same container, or a
@@ -119,6 +121,18 @@ result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a
 result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
 mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
 cat "$work/refused.out" >&2
+
+# --- 1b. refused: the load balancer template would stay behind (the
+# mover takes a ConfigMap only with an owner that moves; measured in the
+# first run, before the preflight refused it) ---
+rc=0
+kubectl-bundle-switch to b --mode pivot >"$work/refused-template.out" 2>&1 || rc=$?
+cat "$work/refused-template.out" >&2
+result "pivot to b with the haproxy template only on a: exit" "$rc"
+result "pivot to b with the haproxy template only on a: message" "$(grep -o 'ConfigMap [^,]*, the load balancer template[^;]*' "$work/refused-template.out" | head -1)"
+# What the refusal names: the template on slot b too.
+# (wl_apply's manifest starts with it.)
+awk '/^---$/ {exit} {print}' "$work/$wl.yaml" | mk "$b" apply -f - >/dev/null || die "creating the haproxy template on $b"
 
 # --- 2. the pivot a -> b ---
 containers "$wl" >"$work/containers-before.txt"
