@@ -542,6 +542,12 @@ containers() {
   docker inspect -f '{{.Name}} {{printf "%.12s" .Id}} {{.State.Status}} {{.State.StartedAt}} {{.RestartCount}}' $ids | sed 's#^/##' | sort
 }
 
+# same_lines A B: how many containers of list A (containers' lines) are
+# in list B with the same name, ID, state and start time.
+same_lines() {
+  comm -12 <(awk '{print $1, $2, $3, $4}' "$1" | sort) <(awk '{print $1, $2, $3, $4}' "$2" | sort) | wc -l
+}
+
 capd_cleanup() {
   local c ids
   for c in $(kind get clusters 2>/dev/null | grep '^kb-capd-' || true); do

@@ -152,7 +152,7 @@ loop_report "$work/loop.txt" "during the pivot and ${watch_s} s after" "$t_ms"
 containers "$wl" >"$work/containers-after-pivot.txt"
 result "pivot a -> b: Machines on a before / on b after" "$machines_before/ $(machines_of "$b")"
 result "pivot a -> b: Machines left on a" "$(machines_of "$a" | wc -w)"
-same=$(join <(awk '{print $1, $2, $4}' "$work/containers-before.txt") <(awk '{print $1, $2, $4}' "$work/containers-after-pivot.txt") | wc -l)
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-pivot.txt")
 result "pivot a -> b: $wl containers (same id and start of before)" "$(wc -l <"$work/containers-after-pivot.txt") ($same of $(wc -l <"$work/containers-before.txt"))"
 result "pivot a -> b: haproxy template ConfigMap on b" "$(mk "$b" get configmap kb-capd-haproxy -o name 2>/dev/null || echo 'not moved')"
 result "pivot a -> b: DockerCluster Ready on b" "$(mk "$b" get dockercluster "$wl" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)"
@@ -175,7 +175,7 @@ result "back b -> a: Cluster on b" "$(paused_span b "$t_ms")"
 result "back b -> a: Cluster on a" "$(paused_span a "$t_ms")"
 loop_report "$work/loop.txt" "during the undo and ${watch_s} s after" "$t_ms"
 containers "$wl" >"$work/containers-after-back.txt"
-same=$(join <(awk '{print $1, $2, $4}' "$work/containers-before.txt") <(awk '{print $1, $2, $4}' "$work/containers-after-back.txt") | wc -l)
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-back.txt")
 result "back b -> a: Machines on a / on b" "$(machines_of "$a")/ $(machines_of "$b" | wc -w)"
 result "back b -> a: $wl containers (same id and start as before the pivot)" "$(wc -l <"$work/containers-after-back.txt") ($same of $(wc -l <"$work/containers-before.txt"))"
 touch "$work/paused.stop"

@@ -13,8 +13,10 @@
 #   kb-capd-extra  a Cluster of the same package whose name config.yaml
 #                  does not list.
 #
-# TEARDOWN is recreate.sh's: kubectl bundle-slot losses a (what it lists),
-# then kubectl bundle-slot destroy a --yes (the real plugin). BUILDING is
+# TEARDOWN: kubectl bundle-slot losses a, which recreate.sh runs first,
+# and kubectl bundle-slot destroy a --yes, the operator's retire (both
+# refuse while kb-capd-extra is unnamed), then the destroy as recreate.sh's
+# TEARDOWN step runs it (--force --yes, the real plugin). BUILDING is
 # what the rebuild's deploy applies: a new kb-capd-a with the same
 # providers and the same two Clusters. Measured: what happens to each
 # cluster's containers during TEARDOWN and BUILDING, whether the rebuilt
@@ -96,8 +98,8 @@ sleep 10
 containers "$named" >"$work/named-after.txt"
 containers "$extra" >"$work/extra-after.txt"
 result "after BUILDING: Machines" "$(mk "$mgmt" get machines -o jsonpath='{range .items[*]}{.spec.clusterName}/{.metadata.name}={.status.phase} {end}' 2>/dev/null)"
-result "after BUILDING: $named containers (kept from before)" "$(awk '{print $1}' "$work/named-after.txt" | tr '\n' ' ')($(join <(awk '{print $1, $2}' "$work/named-before.txt") <(awk '{print $1, $2}' "$work/named-after.txt") | wc -l) of $(wc -l <"$work/named-before.txt"))"
-result "after BUILDING: $extra containers (kept from before)" "$(awk '{print $1}' "$work/extra-after.txt" | tr '\n' ' ')($(join <(awk '{print $1, $2}' "$work/extra-before.txt") <(awk '{print $1, $2}' "$work/extra-after.txt") | wc -l) of $(wc -l <"$work/extra-before.txt"))"
+result "after BUILDING: $named containers (kept from before)" "$(awk '{print $1}' "$work/named-after.txt" | tr '\n' ' ')($(same_lines "$work/named-before.txt" "$work/named-after.txt") of $(wc -l <"$work/named-before.txt"))"
+result "after BUILDING: $extra containers (kept from before)" "$(awk '{print $1}' "$work/extra-after.txt" | tr '\n' ' ')($(same_lines "$work/extra-before.txt" "$work/extra-after.txt") of $(wc -l <"$work/extra-before.txt"))"
 lb=$(docker ps --filter "label=io.x-k8s.kind.cluster=$extra" --filter label=io.x-k8s.kind.role=external-load-balancer --format '{{.Names}}')
 [ -z "$lb" ] || result "after BUILDING: $lb backends" "$(docker exec "$lb" cat /usr/local/etc/haproxy/haproxy.cfg | awk '$1 == "server" {printf "%s ", $2}')"
 loop_stop "$work/loop-named.txt"

@@ -55,7 +55,7 @@ sleep "$watch_s"
 read -r ok fail < <(loop_count "$work/loop.txt" "$t_del_ms")
 result "loop from deletion on, ${watch_s} s (ok failed)" "$ok $fail"
 containers "$wl" >"$work/containers-after-delete.txt"
-same=$(join <(awk '{print $1, $2, $3, $4}' "$work/containers-before.txt") <(awk '{print $1, $2, $3, $4}' "$work/containers-after-delete.txt") | wc -l)
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-delete.txt")
 result "$wl containers after deletion (running, same id and start)" "$(grep -c ' running ' "$work/containers-after-delete.txt" || true) ($same of $(wc -l <"$work/containers-before.txt") unchanged)"
 wk "$node" get nodes --no-headers >"$work/nodes-after-delete.txt" 2>&1 || true
 result "$wl node after deletion" "$(awk '{print $1, $2}' "$work/nodes-after-delete.txt" | tr '\n' ' ')"

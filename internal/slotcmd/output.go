@@ -300,6 +300,21 @@ func (s *session) confirmDestroy(ctx context.Context, name string, forced bool) 
 	return errkind.New(errkind.Conflict, "not confirmed: slot %s and what it holds are kept (%s discards it without asking)", name, yes)
 }
 
+// refuseUnnamed refuses the destroy of kind slot name while its
+// management cluster holds Clusters that are not its workload clusters
+// (slot.Losses.Refusal), listing what it holds first.
+func (s *session) refuseUnnamed(ctx context.Context, name string) error {
+	if rec, err := slot.Load(s.dir, name); err == nil && rec.Provider == slot.ProviderExisting {
+		return nil
+	}
+	l, _ := s.m.Losses(ctx, name)
+	if err := l.Refusal(); err != nil {
+		printLosses(s.streams.ErrOut, l)
+		return err
+	}
+	return nil
+}
+
 func printLosses(w io.Writer, l *slot.Losses) {
 	fmt.Fprintf(w, "discarding slot %s loses:\n", l.Slot)
 	for _, wl := range l.Workloads {

@@ -442,6 +442,12 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 		if err := s.confirmDestroy(ctx, name, forced); err != nil {
 			return err
 		}
+	} else if !cmd.Bool("force") {
+		// --yes answers the question, not the refusal: workload clusters
+		// the destroy would leave running, owned by nothing.
+		if err := s.refuseUnnamed(ctx, name); err != nil {
+			return err
+		}
 	}
 	if err := s.m.Destroy(ctx, name); err != nil {
 		return err
