@@ -70,6 +70,7 @@ plugin kubectl-bundle-switch accept || die "accept a"
 # --- the pause watcher: every ~0.5 s, which Clusters each side holds and
 # whether they are paused ("<ms> a|b name=true|false|(empty) ...") ---
 : >"$work/paused.txt"
+rm -f "$work/paused.stop"
 (
   while [ ! -e "$work/paused.stop" ]; do
     for s in a b; do
