@@ -52,7 +52,7 @@ e2e-kind: build testbin $(TESTBIN)/kind
 ## e2e-kind-capd: the design's open questions on real Cluster API (issue 29): the bench's Cluster API and CAPD built offline from
 ## hack/tools/capi (hack/images/capi.sh, cached by pin), a management kind cluster creating a CAPD workload cluster, and the
 ## experiments in hack/capd/ (survival of the workload when the management cluster goes); part of e2e-kind, not of test
-e2e-kind-capd: $(TESTBIN)/kind
+e2e-kind-capd: build $(TESTBIN)/kind
 	hack/docker/ensure.sh run hack/capd/run.sh
 
 # kind's own command, from the main module's pinned kind (the experiments create management clusters with it).
@@ -195,7 +195,7 @@ docs:
 ## lint: shellcheck every script (Debian's shellcheck, fetched into bin/testbin by hack/tools/shellcheck.sh when missing; the strategy
 ## scripts as POSIX sh), gofmt, and the plugins built for darwin/arm64
 lint:
-	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh hack/images/*.sh .ci/run && \
+	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh hack/images/*.sh hack/capd/*.sh .ci/run && \
 	$$sc -s sh -e SC3043 scripts/*.sh
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	@# The krops site runs macOS on arm64 too: what ships must compile there.

@@ -715,9 +715,11 @@ confirm_losses() {
   x "$YES_ARGS" "$SLOT" losses "$1" || rc=$?
   [ "$rc" -eq 0 ] && return 0
   if [ "$rc" -ne 1 ] && [ "$rc" -ne 2 ]; then
-    # Not a refusal: the list could not be made or recorded (a full disk,
-    # the state dir unwritable, a conflict). --yes would not help.
-    fail "$2: what slot $1 holds could not be listed and recorded (kubectl bundle-slot losses exited $rc: the error above says why); nothing was changed"
+    # Not a question: the list could not be made or recorded (a full disk,
+    # the state dir unwritable, a conflict), or the discard is refused (a
+    # workload cluster the slot's destroy would leave running, unowned).
+    # --yes would not help.
+    fail "$2: what slot $1 holds could not be listed and recorded, or its discard is refused (kubectl bundle-slot losses exited $rc: the error above says why); nothing was changed"
     echo "once that is fixed (a full disk: free space in the state dir), run again: $RERUN_CMD" >&2
     finish "$rc" "the list of what slot $1 holds could not be written: nothing was changed"
   fi

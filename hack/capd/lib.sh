@@ -68,6 +68,67 @@ EOF
   say "node $KB_NODE_IMAGE, Cluster API $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION, load balancer $KB_HAPROXY_IMAGE"
 }
 
+# capd_begin: what every experiment does first: the images loaded
+# (capd_init), anything kb-capd-* left by an earlier run removed, the same
+# cleanup (request loops stopped, kb-capd-* removed) at exit, and the
+# date, machine and load as the first numbers.
+capd_begin() {
+  capd_init
+  trap capd_end EXIT
+  capd_cleanup
+  result "date" "$(date -u +%Y-%m-%dT%H:%MZ)"
+  result "machine" "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  result "load average at start" "$(load_line)"
+}
+# capd_begin_site: capd_begin for an experiment that runs the plugins
+# (bin/, make build) on a site: every management cluster's context in one
+# kubeconfig ($work/site.kubeconfig, exported as KB_CAPD_KUBECONFIG).
+capd_begin_site() {
+  export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
+  PATH="$root/bin:$PATH"
+  local p
+  for p in kubectl-bundle-slot kubectl-bundle-switch kubectl-bundle-gate; do
+    command -v "$p" >/dev/null || die "no $p in $root/bin (make build)"
+  done
+  capd_begin
+}
+capd_end() {
+  local f
+  for f in "${!loop_pids[@]}"; do loop_stop "$f"; done
+  [ -z "${sampler_pid:-}" ] || kill "$sampler_pid" 2>/dev/null || true
+  capd_cleanup
+}
+
+# plugin ARGS...: a call of the plugins (bin/, make build), echoed, its
+# output in the experiment's log.
+plugin() {
+  echo "+ $*" >&2
+  "$@" >&2
+}
+# kind_slot_state SLOT...: a state dir ($work/state, exported as
+# KUBECTL_BUNDLE_STATE_DIR) whose config names the management clusters
+# kb-capd-SLOT and their workload clusters kb-capd-wl-SLOT, with the
+# record slot create writes for each kind slot SLOT whose cluster runs
+# (this bench builds the management cluster itself: no registry, no Zarf).
+kind_slot_state() {
+  local s
+  export KUBECTL_BUNDLE_STATE_DIR="$work/state" NO_COLOR=1
+  mkdir -p "$work/state/slots"
+  chmod 0700 "$work/state"
+  cat >"$work/state/config.yaml" <<'EOF'
+kind: Config
+provider: kind
+clusterPrefix: kb-capd
+workloadClusters: [kb-capd-wl]
+EOF
+  for s in "$@"; do
+    cat >"$work/state/slots/$s.json" <<EOF
+{"apiVersion": "kubectl-bundle.dev/v1alpha1", "kind": "Slot", "name": "$s", "provider": "kind",
+ "cluster": "kb-capd-$s", "context": "kind-kb-capd-$s", "kubeconfig": "${KB_CAPD_KUBECONFIG:-$work/kb-capd-$s.kubeconfig}", "state": "ready"}
+EOF
+  done
+}
+
 # mk MGMT ARGS...: kubectl in management cluster MGMT's node.
 mk() {
   local c=$1
@@ -101,7 +162,7 @@ nodes:
   - hostPath: $docker_sock
     containerPath: /var/run/docker.sock
 EOF
-  kind create cluster --name "$c" --config "$work/$c-kind.yaml" --kubeconfig "$work/$c.kubeconfig" --wait 3m >"$work/$c-kind.log" 2>&1 ||
+  kind create cluster --name "$c" --config "$work/$c-kind.yaml" --kubeconfig "${KB_CAPD_KUBECONFIG:-$work/$c.kubeconfig}" --wait 3m >"$work/$c-kind.log" 2>&1 ||
     die "kind create cluster $c: $(tail -5 "$work/$c-kind.log")"
   result "$c: kind create (s)" "$(secs "$t")"
   t=$(now)
@@ -121,6 +182,40 @@ EOF
     }
   done
   result "$c: Cluster API installed and Available (s)" "$(secs "$t")"
+}
+
+# mgmt_inventory MGMT VERSION: what clusterctl init adds to the providers
+# it installs, which clusterctl's mover (the S3 pivot) reads: its provider
+# inventory (the Provider CRD from the cluster-api module, one Provider
+# per installed provider at VERSION) and the clusterctl label on every
+# Cluster API CRD.
+mgmt_inventory() {
+  local c=$1 v=$2 capi_mod p name ns type pname
+  capi_mod=$(cd "$root/hack/tools/capi" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) ||
+    die "the cluster-api module is not in the module cache (cd hack/tools/capi && go mod download)"
+  mk "$c" apply --server-side -f - <"$capi_mod/cmd/clusterctl/config/manifest/clusterctl-api.yaml" >>"$work/$c-apply.log" 2>&1 ||
+    die "applying clusterctl's inventory CRD into $c: $(tail -3 "$work/$c-apply.log")"
+  mk "$c" wait --for=condition=Established crd/providers.clusterctl.cluster.x-k8s.io --timeout=60s >>"$work/$c-apply.log" 2>&1 ||
+    die "clusterctl's inventory CRD is not Established in $c"
+  # shellcheck disable=SC2046
+  mk "$c" label --overwrite crd $(mk "$c" get crd -o name | sed -n 's#^customresourcedefinition.apiextensions.k8s.io/##p' |
+    grep '\.x-k8s\.io$' | grep -v '^providers\.clusterctl\.') clusterctl.cluster.x-k8s.io= >>"$work/$c-apply.log" 2>&1 ||
+    die "labelling the Cluster API CRDs of $c"
+  for p in cluster-api:capi-system:CoreProvider:cluster-api bootstrap-kubeadm:capi-kubeadm-bootstrap-system:BootstrapProvider:kubeadm \
+    control-plane-kubeadm:capi-kubeadm-control-plane-system:ControlPlaneProvider:kubeadm infrastructure-docker:capd-system:InfrastructureProvider:docker; do
+    IFS=: read -r name ns type pname <<<"$p"
+    mk "$c" apply -f - >>"$work/$c-apply.log" 2>&1 <<EOF || die "recording provider $name in $c's inventory"
+apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+kind: Provider
+metadata:
+  name: $name
+  namespace: $ns
+  labels: {clusterctl.cluster.x-k8s.io: "", cluster.x-k8s.io/provider: $name}
+providerName: $pname
+type: $type
+version: $v
+EOF
+  done
 }
 
 # wl_apply MGMT CLUSTER: applies workload cluster CLUSTER (one control-plane
@@ -260,6 +355,23 @@ wl_wait_available() {
   }
 }
 
+# wl_up MGMT CLUSTER: applies workload cluster CLUSTER in MGMT, waits
+# until it is Available (its time a number), and runs the bench workload
+# in it; sets wl_node (its control-plane container) and wl_url (the
+# workload's URL on the Docker network).
+wl_up() {
+  local c=$1 wl=$2 t
+  t=$(now)
+  wl_apply "$c" "$wl"
+  wl_wait_available "$c" "$wl" 900 || die "workload cluster $wl is not Available in 900 s"
+  result "$wl: Cluster Available after apply (s)" "$(secs "$t")"
+  wl_node=$(wl_nodes "$wl" | head -1)
+  [ -n "$wl_node" ] || die "no control-plane container of $wl"
+  wk "$wl_node" wait --for=condition=Ready node --all --timeout=300s >/dev/null || die "$wl's node is not Ready"
+  # shellcheck disable=SC2034 # read by the experiments
+  wl_url=$(workload_deploy "$wl_node")
+}
+
 # workload_deploy NODE: the bench workload (two replicas, NodePort 30080)
 # in the workload cluster whose control-plane container is NODE; prints
 # the URL a client on the Docker network uses.
@@ -318,12 +430,17 @@ EOF
 
 # loop_start URL FILE: a request loop against URL (one request every 0.2 s,
 # 2 s timeout each), one line per request in FILE: "<epoch ms> ok|fail".
+# URL @PATH: each request goes to the URL that file PATH holds then (a
+# client that follows a switch).
+declare -A loop_pids=()
 loop_start() {
   local url=$1 f=$2
   : >"$f"
   (
+    u=$url
     while [ ! -e "$f.stop" ]; do
-      if curl -fsS -m 2 -o /dev/null "$url" 2>/dev/null; then
+      [ "${url#@}" = "$url" ] || u=$(cat "${url#@}")
+      if curl -fsS -m 2 -o /dev/null "$u" 2>/dev/null; then
         echo "$(($(now) / 1000000)) ok" >>"$f"
       else
         echo "$(($(now) / 1000000)) fail" >>"$f"
@@ -331,7 +448,7 @@ loop_start() {
       sleep 0.2
     done
   ) &
-  loop_pid=$!
+  loop_pids[$f]=$!
 }
 # loop_start_cluster CLUSTER FILE: the same loop against the workload of
 # CAPD cluster CLUSTER wherever it runs: each request tries the running
@@ -354,7 +471,7 @@ loop_start_cluster() {
       sleep 0.2
     done
   ) &
-  loop_pid=$!
+  loop_pids[$f]=$!
 }
 # loop_longest_outage FILE [FROM_MS]: the longest run of failed requests,
 # in seconds (from the first failure to the next success).
@@ -362,11 +479,54 @@ loop_longest_outage() {
   awk -v from="${2:-0}" '$1 < from {next} $2 == "fail" && !start {start = $1} $2 == "ok" && start {d = $1 - start; if (d > max) max = d; start = 0} END {if (start) {d = $1 - start; if (d > max) max = d}; printf "%.1f\n", max / 1000}' "$1"
 }
 loop_stop() {
-  touch "$1.stop"
-  [ -z "${loop_pid:-}" ] || wait "$loop_pid" 2>/dev/null || true
-  loop_pid=
-  rm -f "$1.stop"
+  local f=$1
+  [ -n "${loop_pids[$f]:-}" ] || return 0
+  touch "$f.stop"
+  wait "${loop_pids[$f]}" 2>/dev/null || true
+  unset "loop_pids[$f]"
+  rm -f "$f.stop"
 }
+# loop_baseline FILE WHAT: after 10 s of the loop in FILE, refuses a loop
+# that mostly fails (the bench must work before the step it measures; a
+# failed request or two at a load average above 40 is the machine's) and
+# prints the counts as the baseline.
+loop_baseline() {
+  local f=$1 what=$2 ok fail
+  sleep 10
+  read -r ok fail < <(loop_count "$f")
+  if [ "$ok" = 0 ] || [ "$fail" -gt $((ok / 5)) ]; then die "request loop before $what: $ok ok, $fail failed"; fi
+  result "loop before $what (ok failed)" "$ok $fail"
+}
+# loop_report FILE WHAT [FROM_MS]: the loop's counts and longest outage.
+loop_report() {
+  local ok fail
+  read -r ok fail < <(loop_count "$1" "${3:-0}")
+  result "loop $2 (ok failed)" "$ok $fail"
+  result "loop $2: longest run of failures (s)" "$(loop_longest_outage "$1" "${3:-0}")"
+}
+now_ms() { echo $(($(now) / 1000000)); }
+
+# mem_of PATTERN: the memory (MiB) of the running containers whose names
+# match the extended regular expression PATTERN, added up.
+mem_of() {
+  docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' | awk -v p="$1" '$1 ~ p {
+    v = $2; m = 1
+    if (v ~ /GiB$/) m = 1024; else if (v ~ /KiB$/) m = 1 / 1024; else if (v ~ /kB$/) m = 1 / 1048.576; else if (v ~ /MB$/) m = 1000000 / 1048576; else if (v ~ /GB$/) m = 1000000000 / 1048576
+    gsub(/[A-Za-z]+$/, "", v); t += v * m} END {printf "%.0f\n", t}'
+}
+# mem_sampler_start PATTERN FILE: every 5 s, "<epoch ms> <MiB>" of mem_of
+# PATTERN in FILE, until capd_end or mem_sampler_stop.
+mem_sampler_start() {
+  (while :; do echo "$(now_ms) $(mem_of "$1")" >>"$2"; sleep 5; done) &
+  sampler_pid=$!
+}
+mem_sampler_stop() {
+  [ -z "${sampler_pid:-}" ] || kill "$sampler_pid" 2>/dev/null || true
+  sampler_pid=
+}
+# mem_peak FILE: the largest sample in FILE (MiB).
+mem_peak() { awk '$2 > m {m = $2} END {printf "%d\n", m}' "$1"; }
+
 # loop_count FILE [FROM_MS]: "<ok> <fail>" since FROM_MS.
 loop_count() {
   awk -v from="${2:-0}" '$1 >= from {if ($2 == "ok") ok++; else fail++} END {printf "%d %d\n", ok, fail}' "$1"
@@ -380,6 +540,12 @@ containers() {
   [ -n "$ids" ] || return 0
   # shellcheck disable=SC2086
   docker inspect -f '{{.Name}} {{printf "%.12s" .Id}} {{.State.Status}} {{.State.StartedAt}} {{.RestartCount}}' $ids | sed 's#^/##' | sort
+}
+
+# same_lines A B: how many containers of list A (containers' lines) are
+# in list B with the same name, ID, state and start time.
+same_lines() {
+  comm -12 <(awk '{print $1, $2, $3, $4}' "$1" | sort) <(awk '{print $1, $2, $3, $4}' "$2" | sort) | wc -l
 }
 
 capd_cleanup() {

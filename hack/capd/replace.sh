@@ -20,29 +20,13 @@ set -o errexit -o nounset -o pipefail
 
 mgmt=kb-capd-a
 wl=kb-capd-wl
-capd_init
-trap 'loop_stop "$work/loop.txt" 2>/dev/null || true; capd_cleanup' EXIT
-capd_cleanup
-result "date" "$(date -u +%Y-%m-%dT%H:%MZ)"
-result "machine" "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
-result "load average at start" "$(load_line)"
+capd_begin
 
 mgmt_create "$mgmt"
-t=$(now)
-wl_apply "$mgmt" "$wl"
-wl_wait_available "$mgmt" "$wl" 900 || die "workload cluster $wl is not Available in 900 s"
-result "$wl: Cluster Available after apply (s)" "$(secs "$t")"
-node=$(wl_nodes "$wl" | head -1)
-wk "$node" wait --for=condition=Ready node --all --timeout=300s >/dev/null || die "$wl's node is not Ready"
-workload_deploy "$node" >/dev/null
+wl_up "$mgmt" "$wl"
+node=$wl_node
 loop_start_cluster "$wl" "$work/loop.txt"
-sleep 10
-read -r ok fail < <(loop_count "$work/loop.txt")
-# The loop must work before the change; a failed request or two before it
-# (a 2 s timeout at a load average above 40, as in the second run) is the
-# machine's, and is printed as the baseline.
-if [ "$ok" = 0 ] || [ "$fail" -gt $((ok / 5)) ]; then die "request loop before the change: $ok ok, $fail failed"; fi
-result "loop before the change (ok failed)" "$ok $fail"
+loop_baseline "$work/loop.txt" "the change"
 old_machine=$(mk "$mgmt" get machines -o jsonpath='{.items[0].metadata.name}')
 containers "$wl" >"$work/containers-before.txt"
 

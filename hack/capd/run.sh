@@ -15,7 +15,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${KB_CAPD_WORK:-$root/bin/capd}
 mkdir -p "$out"
-all=(survival replace)
+all=(survival replace s2 pivot recreate)
 [ $# -gt 0 ] || set -- "${all[@]}"
 if [ -z "${KB_IMAGES_ENV:-}" ]; then
   KB_IMAGES_ENV=$("$root/hack/lowcpu.sh" nice -n 19 "$root/hack/images/build.sh")

@@ -31,29 +31,16 @@ set -o errexit -o nounset -o pipefail
 mgmt=kb-capd-a
 wl=kb-capd-wl
 watch_s=${KB_CAPD_AFTER_S:-60}
-capd_init
-trap 'loop_stop "$work/loop.txt" 2>/dev/null || true; capd_cleanup' EXIT
-capd_cleanup
-result "date" "$(date -u +%Y-%m-%dT%H:%MZ)"
-result "machine" "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
-result "load average at start" "$(load_line)"
+capd_begin
 
 # --- the management cluster and its workload cluster ---
 mgmt_create "$mgmt"
-t=$(now)
-wl_apply "$mgmt" "$wl"
-wl_wait_available "$mgmt" "$wl" 900 || die "workload cluster $wl is not Available in 900 s"
-result "$wl: Cluster Available after apply (s)" "$(secs "$t")"
-mapfile -t nodes < <(wl_nodes "$wl")
-[ "${#nodes[@]}" = 1 ] || die "want 1 control-plane container of $wl, found ${#nodes[*]}: ${nodes[*]}"
-node=${nodes[0]}
-wk "$node" wait --for=condition=Ready node --all --timeout=300s >/dev/null || die "$wl's node is not Ready"
-url=$(workload_deploy "$node")
+wl_up "$mgmt" "$wl"
+node=$wl_node
+url=$wl_url
+[ "$(wl_nodes "$wl" | wc -l)" = 1 ] || die "want 1 control-plane container of $wl, found: $(wl_nodes "$wl" | tr '\n' ' ')"
 loop_start "$url" "$work/loop.txt"
-sleep 10
-read -r ok fail < <(loop_count "$work/loop.txt")
-if [ "$ok" = 0 ] || [ "$fail" != 0 ]; then die "request loop against $url before the deletion: $ok ok, $fail failed"; fi
-result "loop before deletion (ok failed)" "$ok $fail"
+loop_baseline "$work/loop.txt" "the deletion"
 containers "$wl" >"$work/containers-before.txt"
 result "$wl containers before" "$(wc -l <"$work/containers-before.txt")"
 result "memory: $mgmt node / $wl node (MiB)" "$(docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' "$mgmt-control-plane" "$node" | awk '{printf "%s=%s ", $1, $2}')"
@@ -68,7 +55,7 @@ sleep "$watch_s"
 read -r ok fail < <(loop_count "$work/loop.txt" "$t_del_ms")
 result "loop from deletion on, ${watch_s} s (ok failed)" "$ok $fail"
 containers "$wl" >"$work/containers-after-delete.txt"
-same=$(join <(awk '{print $1, $2, $3, $4}' "$work/containers-before.txt") <(awk '{print $1, $2, $3, $4}' "$work/containers-after-delete.txt") | wc -l)
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-delete.txt")
 result "$wl containers after deletion (running, same id and start)" "$(grep -c ' running ' "$work/containers-after-delete.txt" || true) ($same of $(wc -l <"$work/containers-before.txt") unchanged)"
 wk "$node" get nodes --no-headers >"$work/nodes-after-delete.txt" 2>&1 || true
 result "$wl node after deletion" "$(awk '{print $1, $2}' "$work/nodes-after-delete.txt" | tr '\n' ' ')"

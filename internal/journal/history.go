@@ -77,6 +77,8 @@ type SlotIdentity struct {
 	Adopted       bool     `json:"adopted,omitempty"`
 	Workloads     []string `json:"workloads,omitempty"`
 	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
+	MovedIn       []string `json:"movedInWorkloads,omitempty"`
+	MovedOut      []string `json:"movedOutWorkloads,omitempty"`
 }
 
 // History is history.jsonl as read.

@@ -131,6 +131,18 @@ type Result struct {
 	RecoveredNote string `json:"recoveredNote,omitempty"`
 	Plan          *Plan  `json:"plan"`
 	Moved         int    `json:"moved"`
+	// Clusters are the names of the Clusters moved (their workload
+	// clusters' containers are the target's to manage from now on).
+	Clusters []string `json:"clusters,omitempty"`
+}
+
+// ClusterNames are the names of the Clusters in refs.
+func ClusterNames(refs []ObjectRef) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 // Logf writes a line to the pivot's log.

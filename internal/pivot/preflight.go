@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -29,6 +31,11 @@ type Plan struct {
 	// MissingOnSource are the group/version/kinds the target would hand
 	// back (its storage versions) that the source does not serve.
 	MissingOnSource []schema.GroupVersionKind `json:"missingOnSource,omitempty"`
+	// Unmoved are what a moved object needs on the target and the mover
+	// does not move: a ConfigMap that a DockerCluster names as its load
+	// balancer's configuration template, owned by nothing that moves and
+	// not on the target. The pivot is refused.
+	Unmoved []string `json:"unmoved,omitempty"`
 	// Revertible says whether a revert could move the objects back.
 	Revertible bool `json:"revertible"`
 	// Unfit says what clusterctl's mover needs and one side lacks: its
@@ -69,6 +76,9 @@ func (p *Plan) Check(yes bool) error {
 	if len(p.MissingOnTarget) > 0 {
 		return &UnservedError{Plan: p}
 	}
+	if len(p.Unmoved) > 0 {
+		return &UnmovedError{Plan: p}
+	}
 	if !p.Revertible && !yes {
 		return &NotRevertibleError{Plan: p}
 	}
@@ -100,6 +110,61 @@ func (e *UnfitError) Error() string {
 
 // ErrorKind: a precondition of the strategy is missing.
 func (e *UnfitError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// UnmovedError is a pivot refused before anything was paused or moved: a
+// moved object names something the mover leaves behind.
+type UnmovedError struct{ Plan *Plan }
+
+func (e *UnmovedError) Error() string {
+	return fmt.Sprintf("a pivot from slot %s to slot %s would leave behind what the moved objects need: %s; nothing was paused, moved or switched. "+
+		"clusterctl's mover moves a ConfigMap only when an object that moves owns it; without it on slot %s, slot %s's CAPD fails every load balancer update, "+
+		"so no control-plane machine of that cluster could be created or deleted (docs/experiments.md, experiment (d)). "+
+		"Give the ConfigMap an ownerReference to its Cluster (the package can), or create it on slot %s too, then switch again",
+		e.Plan.From, e.Plan.To, strings.Join(e.Plan.Unmoved, "; "), e.Plan.To, e.Plan.To, e.Plan.To)
+}
+
+// ErrorKind: a precondition of the strategy is missing.
+func (e *UnmovedError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// dockerClusterGK is CAPD's DockerCluster.
+var dockerClusterGK = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "DockerCluster"}
+
+// checkUnmoved adds to plan.Unmoved each ConfigMap that a DockerCluster
+// to move names as its load balancer's configuration template
+// (spec.loadBalancer.customHAProxyConfigTemplateRef) when no owner
+// reference makes the mover take it and the target has none of that name.
+// Measured: the template was left on the source, and the Cluster served
+// on the target only until its next load balancer update.
+func checkUnmoved(ctx context.Context, plan *Plan, fromC, toC client.Client, version, namespace string) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(dockerClusterGK.WithVersion(version).GroupVersion().WithKind("DockerClusterList"))
+	var opts []client.ListOption
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	if err := fromC.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing the DockerClusters on slot %s: %w", plan.From, err)
+	}
+	for _, dc := range list.Items {
+		name, _, _ := unstructured.NestedString(dc.Object, "spec", "loadBalancer", "customHAProxyConfigTemplateRef", "name")
+		if name == "" {
+			continue
+		}
+		key := client.ObjectKey{Namespace: dc.GetNamespace(), Name: name}
+		cm := &corev1.ConfigMap{}
+		if err := fromC.Get(ctx, key, cm); err != nil || len(cm.OwnerReferences) > 0 {
+			continue // missing on the source too (nothing to lose), or owned: moved with its owner
+		}
+		if err := toC.Get(ctx, key, &corev1.ConfigMap{}); err == nil {
+			continue
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading ConfigMap %s on slot %s: %w", key, plan.To, err)
+		}
+		plan.Unmoved = append(plan.Unmoved, fmt.Sprintf("ConfigMap %s, the load balancer template of DockerCluster %s/%s, is owned by nothing and is not on slot %s",
+			key, dc.GetNamespace(), dc.GetName(), plan.To))
+	}
+	return nil
+}
 
 // inventoryGK is clusterctl's provider inventory (providers.clusterctl.cluster.x-k8s.io).
 var inventoryGK = schema.GroupKind{Group: clusterctlv1.GroupVersion.Group, Kind: "Provider"}
@@ -250,6 +315,11 @@ func Preflight(ctx context.Context, from, to Endpoint, namespace string) (*Plan,
 		}
 		if !info.served[target.storage] {
 			plan.MissingOnSource = append(plan.MissingOnSource, gk.WithVersion(target.storage))
+		}
+	}
+	if info, ok := fromCRDs[dockerClusterGK]; ok && info.labelled {
+		if err := checkUnmoved(ctx, plan, fromC, toC, info.storage, namespace); err != nil {
+			return nil, err
 		}
 	}
 	plan.Revertible = len(plan.MissingOnTarget) == 0 && len(plan.MissingOnSource) == 0 && len(plan.Unfit) == 0

@@ -67,6 +67,15 @@ type Slot struct {
 	// every deploy, switch and destroy checks that the slot still reaches
 	// it, and no two slots may have one.
 	ClusterID *ClusterID `json:"clusterID,omitempty"`
+	// MovedIn are workload clusters whose Cluster API objects an S3 pivot
+	// moved into this slot's management cluster: this slot's providers
+	// manage their containers now, so they are this slot's (its destroy
+	// removes them, its losses list them), whatever slot named them.
+	MovedIn []string `json:"movedInWorkloads,omitempty"`
+	// MovedOut are workload clusters of this slot's names whose objects a
+	// pivot moved to another slot: no longer this slot's (its destroy
+	// leaves their containers running, its losses do not list them).
+	MovedOut []string `json:"movedOutWorkloads,omitempty"`
 }
 
 // ClusterID is what makes a cluster the one it is, whatever a context
@@ -321,4 +330,7 @@ const (
 	// DetailAlreadyCreated: create, run as a transaction's step, found
 	// the slot built with the same settings already (the step's proof).
 	DetailAlreadyCreated = "create/already"
+	// DetailMoved: an S3 pivot moved workload clusters into or out of the
+	// slot (the event carries its identity, with MovedIn and MovedOut).
+	DetailMoved = "moved"
 )

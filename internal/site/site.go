@@ -133,7 +133,7 @@ func (s *Site) Lineage(name string) Lineage {
 			if ev.Status == journal.StatusDone {
 				l = Lineage{Exists: true, ID: ev.Identity, Adopted: true}
 			}
-		case "repair", record.DetailOwns:
+		case "repair", record.DetailOwns, record.DetailMoved:
 			if ev.Identity != nil && l.Exists {
 				l.ID, l.Adopted = ev.Identity, l.Adopted || ev.Identity.Adopted
 			}

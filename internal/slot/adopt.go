@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,11 @@ type AdoptResult struct {
 }
 
 // NamesOf returns the names slot slotName has: an adopted slot's are its
-// record's, any other's are derived from the config.
+// record's, any other's are derived from the config. Its workload
+// clusters are those names less the ones an S3 pivot moved out of the
+// slot, plus the ones a pivot moved in (the record's MovedOut, MovedIn):
+// the slot whose providers manage a workload cluster's containers is the
+// one that removes them and lists them as its losses.
 func (m *Manager) NamesOf(slotName string) (*Names, error) {
 	n, err := m.Config.NamesFor(slotName)
 	if err != nil {
@@ -62,13 +67,34 @@ func (m *Manager) NamesOf(slotName string) (*Names, error) {
 	}
 	rec, err := Load(m.Dir, slotName)
 	if err != nil {
-		// Lost or damaged: the history keeps whether it was adopted.
+		// Lost or damaged: the history keeps whether it was adopted, and
+		// what a pivot moved.
 		rec = m.historyRecord(slotName)
 	}
-	if rec == nil || !rec.Adopted {
+	if rec == nil {
 		return n, nil
 	}
-	return m.Config.adoptedNames(rec, n), nil
+	if rec.Adopted {
+		n = m.Config.adoptedNames(rec, n)
+	}
+	n.Workloads = movedWorkloads(n.Workloads, rec)
+	return n, nil
+}
+
+// movedWorkloads is names less rec.MovedOut, plus rec.MovedIn.
+func movedWorkloads(names []string, rec *Record) []string {
+	var out []string
+	for _, w := range names {
+		if !slices.Contains(rec.MovedOut, w) {
+			out = append(out, w)
+		}
+	}
+	for _, w := range rec.MovedIn {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func (c *Config) adoptedNames(rec *Record, n *Names) *Names {

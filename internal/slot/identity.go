@@ -11,7 +11,8 @@ import (
 func Identity(rec *Record) *journal.SlotIdentity {
 	return &journal.SlotIdentity{Provider: rec.Provider, Cluster: rec.Cluster, Context: rec.Context, Kubeconfig: rec.Kubeconfig,
 		Registry: rec.Registry, RegistryPort: rec.RegistryPort, Inputs: rec.Inputs, Adopted: rec.Adopted,
-		Workloads: slices.Clone(rec.Workloads), OwnsWorkloads: slices.Clone(rec.OwnsWorkloads)}
+		Workloads: slices.Clone(rec.Workloads), OwnsWorkloads: slices.Clone(rec.OwnsWorkloads),
+		MovedIn: slices.Clone(rec.MovedIn), MovedOut: slices.Clone(rec.MovedOut)}
 }
 
 // IdentityEvent is the history event of detail on rec's slot that keeps
@@ -62,5 +63,6 @@ func (m *Manager) historyRecord(name string) *Record {
 	}
 	return &Record{Name: name, Provider: id.Provider, Cluster: id.Cluster, Context: id.Context, Kubeconfig: id.Kubeconfig,
 		Registry: id.Registry, RegistryPort: id.RegistryPort, Inputs: id.Inputs, Adopted: id.Adopted || l.Adopted,
-		Workloads: slices.Clone(id.Workloads), OwnsWorkloads: slices.Clone(id.OwnsWorkloads)}
+		Workloads: slices.Clone(id.Workloads), OwnsWorkloads: slices.Clone(id.OwnsWorkloads),
+		MovedIn: slices.Clone(id.MovedIn), MovedOut: slices.Clone(id.MovedOut)}
 }

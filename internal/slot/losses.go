@@ -14,9 +14,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 )
@@ -48,6 +52,13 @@ type Losses struct {
 	// ownsWorkloads) and those of its own that run on the Docker daemon
 	// (config.yaml's workloadClusters, as the slot names them).
 	Workloads []string `json:"workloadClusters,omitempty"`
+	// Unnamed are the Cluster API Clusters in the slot's management
+	// cluster (kind provider) that are not among its workload clusters:
+	// destroying the slot would leave their containers running, owned by
+	// nothing, and a management cluster built again with the same package
+	// would start a second control plane beside them (docs/experiments.md,
+	// experiments (a) and (e)). Refusal says what to do.
+	Unnamed []string `json:"unnamedWorkloadClusters,omitempty"`
 	// ClaimsUnknown and RegistryUnknown say why a list could not be read;
 	// WorkloadsUnknown why the running workload clusters could not be.
 	ClaimsUnknown    string `json:"claimsUnknown,omitempty"`
@@ -57,7 +68,7 @@ type Losses struct {
 
 // Empty: nothing known would be lost.
 func (l *Losses) Empty() bool {
-	return len(l.Claims) == 0 && len(l.Repositories) == 0 && len(l.Workloads) == 0
+	return len(l.Claims) == 0 && len(l.Repositories) == 0 && len(l.Workloads) == 0 && len(l.Unnamed) == 0
 }
 
 // Summary is the list in one line, as the journal records it.
@@ -65,6 +76,9 @@ func (l *Losses) Summary() string {
 	var parts []string
 	for _, w := range l.Workloads {
 		parts = append(parts, "workload cluster "+w)
+	}
+	for _, w := range l.Unnamed {
+		parts = append(parts, "workload cluster "+w+" (not named by workloadClusters: left running)")
 	}
 	for _, c := range l.Claims {
 		parts = append(parts, fmt.Sprintf("pvc %s/%s %s", c.Namespace, c.Name, c.Size))
@@ -111,6 +125,9 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		l.ClaimsUnknown = err.Error()
 	} else {
 		l.Claims = claims
+		if rec.Provider == ProviderKind {
+			m.addUnnamed(ctx, rec, l)
+		}
 	}
 	if rec.RegistryPort > 0 {
 		base := "http://127.0.0.1:" + strconv.Itoa(rec.RegistryPort)
@@ -137,6 +154,79 @@ func (m *Manager) addRunningWorkloads(ctx context.Context, l *Losses) {
 		if !slices.Contains(l.Workloads, w) {
 			l.Workloads = append(l.Workloads, w)
 		}
+	}
+}
+
+// Refusal is the error that stops the discard of the slot (exit 3)
+// while its management cluster holds Clusters that are not its workload
+// clusters (Unnamed); nil when it holds none. --yes does not pass it.
+func (l *Losses) Refusal() error {
+	if len(l.Unnamed) == 0 {
+		return nil
+	}
+	return &UnnamedError{Slot: l.Slot, Clusters: l.Unnamed}
+}
+
+// UnnamedError: the slot's management cluster holds Clusters that its
+// destroy would leave running, owned by nothing.
+type UnnamedError struct {
+	Slot     string
+	Clusters []string
+}
+
+func (e *UnnamedError) Error() string {
+	return fmt.Sprintf("slot %s's management cluster holds workload clusters that config.yaml's workloadClusters does not name: %s. "+
+		"Destroying the slot removes only the containers of the workload clusters it names, so theirs would keep running, owned by nothing, "+
+		"and a management cluster built again with the same package does not adopt them: it starts a second control plane beside them behind the same load balancer "+
+		"(docs/experiments.md, experiments (a) and (e)); nothing was changed. Name them in workloadClusters (the base name: the slot's workload clusters are BASE-%s, "+
+		"so a package names them from its SLOT variable), or delete them through the management cluster first (kubectl delete cluster.cluster.x-k8s.io NAME -n NAMESPACE), then run again",
+		e.Slot, strings.Join(e.Clusters, ", "), e.Slot)
+}
+
+// ErrorKind: a precondition of the discard is missing.
+func (e *UnnamedError) ErrorKind() errkind.Kind { return errkind.Environment }
+
+// clusterGroupVersions are the Cluster API versions whose Clusters are
+// listed, newest first.
+var clusterGroupVersions = []string{"v1beta2", "v1beta1"}
+
+// addUnnamed adds to l.Unnamed the Clusters of rec's management cluster
+// that are not among the slot's workload clusters (best effort: what
+// cannot be listed is said in WorkloadsUnknown; no Cluster API, nothing).
+func (m *Manager) addUnnamed(ctx context.Context, rec *Record, l *Losses) {
+	n, err := m.NamesOf(rec.Name)
+	if err != nil {
+		return
+	}
+	cfg, err := restConfig(rec.Kubeconfig, rec.Context)
+	if err != nil {
+		l.WorkloadsUnknown = err.Error()
+		return
+	}
+	cfg.Timeout = LossTimeout
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		l.WorkloadsUnknown = err.Error()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, LossTimeout)
+	defer cancel()
+	for _, v := range clusterGroupVersions {
+		list, err := dc.Resource(schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: v, Resource: "clusters"}).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			l.WorkloadsUnknown = fmt.Sprintf("listing the Cluster API Clusters in context %s: %v", rec.Context, err)
+			return
+		}
+		for _, c := range list.Items {
+			if name := c.GetName(); !slices.Contains(n.Workloads, name) && !slices.Contains(l.Unnamed, name) {
+				l.Unnamed = append(l.Unnamed, name)
+			}
+		}
+		sort.Strings(l.Unnamed)
+		return
 	}
 }
 

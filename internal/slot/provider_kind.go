@@ -202,8 +202,18 @@ func (kindProvider) preflightOthers(ctx context.Context, m *Manager, rep *Prefli
 	rep.add("others", true, "no kind cluster, slot, port or context has slot %s's names", n.Slot)
 }
 
-// preflightMemory: with another slot running, its measured usage must fit
-// again in what Docker has free; else blue/green would starve both.
+// GrowthMargin is the part of a running slot's measured memory that
+// preflight adds for what both slots grow while the second one is built.
+// Measured on real CAPD (docs/experiments.md, experiment (c)): slot b,
+// built beside slot a, used 1.07 times what slot a used at preflight, and
+// slot a itself grew 1.21 times meanwhile; both together 1.14 times twice
+// the prediction without a margin.
+const GrowthMargin = 4 // a quarter
+
+// preflightMemory: with another slot running, its measured usage and a
+// quarter more (GrowthMargin) must fit in what Docker has free; else
+// blue/green would starve both, and what is killed first may be a
+// workload cluster's machine.
 func (kindProvider) preflightMemory(ctx context.Context, m *Manager, rep *PreflightReport, slotName string, info dockerInfo) {
 	var others []*Names
 	names, _ := List(m.Dir)
@@ -245,12 +255,13 @@ func (kindProvider) preflightMemory(ctx context.Context, m *Manager, rep *Prefli
 		}
 	}
 	free := info.MemTotal - total
-	if other > free {
-		rep.add("memory", false, "a second slot needs about what slot %s uses (%s) and Docker has %s free of %s: blue/green does not fit here; use the recreate strategy (scripts/recreate.sh)",
-			others[0].Slot, bytesIEC(other), bytesIEC(free), bytesIEC(info.MemTotal))
+	need := other + other/GrowthMargin
+	if need > free {
+		rep.add("memory", false, "a second slot needs about what slot %s uses (%s) and a quarter more for what both grow while it is built (%s), and Docker has %s free of %s: blue/green does not fit here; use the recreate strategy (scripts/recreate.sh)",
+			others[0].Slot, bytesIEC(other), bytesIEC(need), bytesIEC(free), bytesIEC(info.MemTotal))
 		return
 	}
-	rep.add("memory", true, "slot %s uses %s; %s free of %s fits a second one", others[0].Slot, bytesIEC(other), bytesIEC(free), bytesIEC(info.MemTotal))
+	rep.add("memory", true, "slot %s uses %s; with a quarter more for growth (%s), %s free of %s fits a second one", others[0].Slot, bytesIEC(other), bytesIEC(need), bytesIEC(free), bytesIEC(info.MemTotal))
 }
 
 type dockerInfo struct {
@@ -317,12 +328,13 @@ func owned(name string, n *Names) bool {
 
 // RunningWorkloads lists the workload clusters of slot name that have a
 // container on the Docker daemon (config.yaml's workloadClusters, as the
-// slot names them). The existing provider runs none that this tool knows.
+// slot names them, less those an S3 pivot moved out, plus those it moved
+// in). The existing provider runs none that this tool knows.
 func (m *Manager) RunningWorkloads(ctx context.Context, name string) ([]string, error) {
 	if m.Config.Provider != ProviderKind {
 		return nil, nil
 	}
-	n, err := m.Config.NamesFor(name)
+	n, err := m.NamesOf(name)
 	if err != nil {
 		return nil, err
 	}

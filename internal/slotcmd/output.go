@@ -242,6 +242,9 @@ func losses(ctx context.Context, cmd *cli.Command, s *session) error {
 	if l.Empty() {
 		return nil
 	}
+	if err := l.Refusal(); err != nil {
+		return err
+	}
 	if cmd.Bool("yes") {
 		fmt.Fprintf(s.streams.ErrOut, "discarding what slot %s holds (--yes)\n", name)
 		return nil
@@ -278,6 +281,9 @@ func (s *session) confirmDestroy(ctx context.Context, name string, forced bool) 
 		return nil
 	}
 	printLosses(s.streams.ErrOut, l)
+	if err := l.Refusal(); err != nil && !forced {
+		return err
+	}
 	if forced {
 		fmt.Fprintf(s.streams.ErrOut, "WARNING: --force: discarding what slot %s holds, listed above\n", name)
 		return nil
@@ -294,10 +300,28 @@ func (s *session) confirmDestroy(ctx context.Context, name string, forced bool) 
 	return errkind.New(errkind.Conflict, "not confirmed: slot %s and what it holds are kept (%s discards it without asking)", name, yes)
 }
 
+// refuseUnnamed refuses the destroy of kind slot name while its
+// management cluster holds Clusters that are not its workload clusters
+// (slot.Losses.Refusal), listing what it holds first.
+func (s *session) refuseUnnamed(ctx context.Context, name string) error {
+	if rec, err := slot.Load(s.dir, name); err == nil && rec.Provider == slot.ProviderExisting {
+		return nil
+	}
+	l, _ := s.m.Losses(ctx, name)
+	if err := l.Refusal(); err != nil {
+		printLosses(s.streams.ErrOut, l)
+		return err
+	}
+	return nil
+}
+
 func printLosses(w io.Writer, l *slot.Losses) {
 	fmt.Fprintf(w, "discarding slot %s loses:\n", l.Slot)
 	for _, wl := range l.Workloads {
 		fmt.Fprintf(w, "  workload cluster %s (its containers are deleted with the slot)\n", wl)
+	}
+	for _, wl := range l.Unnamed {
+		fmt.Fprintf(w, "  workload cluster %s: NOT named by workloadClusters, its containers would be left running, owned by nothing\n", wl)
 	}
 	for _, c := range l.Claims {
 		fmt.Fprintf(w, "  PersistentVolumeClaim %s/%s\t%s\n", c.Namespace, c.Name, c.Size)

@@ -447,6 +447,12 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 		if err := s.confirmDestroy(ctx, name, forced); err != nil {
 			return err
 		}
+	} else if !cmd.Bool("force") {
+		// --yes answers the question, not the refusal: workload clusters
+		// the destroy would leave running, owned by nothing.
+		if err := s.refuseUnnamed(ctx, name); err != nil {
+			return err
+		}
 	}
 	// --force also destroys a slot whose context reaches another cluster
 	// than its record names (the record goes; an existing cluster stays).

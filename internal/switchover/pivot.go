@@ -90,7 +90,14 @@ func (s *Switcher) pivotObjects(ctx context.Context, from, to, during string, ye
 		return err
 	}
 	s.pivoted = res
-	return nil
+	// The moved clusters' containers are slot to's now: slot from's
+	// destroy (the retire after accept) must leave them running, and slot
+	// to's removes them (docs/experiments.md, experiment (d)).
+	var h slot.Recorder
+	if s.Journal != nil {
+		h = s.Journal
+	}
+	return slot.RecordMove(s.Dir, h, from, to, res.Clusters)
 }
 
 // interruptedPivot reports whether the state dir holds a pivot that did

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	if act, _ := site.Read(s.Dir).Active(); act != "b" {
 		t.Errorf("active = %q after the pivot, want b", act)
 	}
+	// The moved cluster's containers are slot b's to manage: slot a's
+	// retire must leave them (TestDestroyAfterPivotLeavesTheMovedWorkloadCluster).
+	requireMoved(t, s, []string{"airgap-wl-a"})
 	if !strings.Contains(log.String(), "revertible: slot a serves") {
 		t.Errorf("the switch did not say the pivot is revertible before it:\n%s", log.String())
 	}
@@ -116,6 +120,7 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	if act, _ := site.Read(s.Dir).Active(); act != "a" {
 		t.Errorf("active = %q after back, want a", act)
 	}
+	requireMoved(t, s, nil)
 
 	// Slot b loses the DockerMachine kind (a package whose CAPD does not
 	// serve it): the next pivot is refused before anything moves.
@@ -141,6 +146,20 @@ func TestSwitchPivotAndBack(t *testing.T) {
 	}
 	if n, m := len(a.Objects(t, pivotNS, "Machine")), len(b.Objects(t, pivotNS, "Cluster")); n != 2 || m != 0 {
 		t.Errorf("after the refused pivot slot a has %d Machines (want 2) and slot b %d Clusters (want 0)", n, m)
+	}
+}
+
+// requireMoved fails unless slot b's record says the pivot moved clusters
+// in and slot a's that it moved them out (none: neither says anything).
+func requireMoved(t *testing.T, s *Switcher, clusters []string) {
+	t.Helper()
+	a, errA := slot.Load(s.Dir, "a")
+	b, errB := slot.Load(s.Dir, "b")
+	if errA != nil || errB != nil {
+		t.Fatalf("slot records: %v, %v", errA, errB)
+	}
+	if !slices.Equal(a.MovedOut, clusters) || !slices.Equal(b.MovedIn, clusters) || len(a.MovedIn)+len(b.MovedOut) != 0 {
+		t.Errorf("slot a moved in %v, out %v; slot b moved in %v, out %v; want %v moved from a to b", a.MovedIn, a.MovedOut, b.MovedIn, b.MovedOut, clusters)
 	}
 }
 

@@ -40,6 +40,7 @@ func Run(ctx context.Context, o pivot.Options) (*pivot.Result, error) {
 		o.Logf("%s", res.RecoveredNote)
 		if res.Recovered == "resumed" && rec.From == o.From && rec.To == o.To {
 			res.Moved = len(rec.Objects)
+			res.Clusters = pivot.ClusterNames(rec.Clusters)
 			res.Plan = &pivot.Plan{Revertible: true}
 			return res, nil
 		}
@@ -53,17 +54,17 @@ func Run(ctx context.Context, o pivot.Options) (*pivot.Result, error) {
 		return nil, err
 	}
 	o.Logf("%s", plan.Summary())
-	n, err := move(ctx, &o)
-	res.Moved = n
+	n, clusters, err := move(ctx, &o)
+	res.Moved, res.Clusters = n, clusters
 	return res, err
 }
 
 // move runs clusterctl's mover between the two endpoints, recording each
 // phase as the mover reaches it (seen from the requests it sends).
-func move(ctx context.Context, o *pivot.Options) (int, error) {
+func move(ctx context.Context, o *pivot.Options) (int, []string, error) {
 	cfg, err := config.New(ctx, "", config.InjectReader(emptyReader{}))
 	if err != nil {
-		return 0, fmt.Errorf("preparing clusterctl's configuration: %w", err)
+		return 0, nil, fmt.Errorf("preparing clusterctl's configuration: %w", err)
 	}
 	rec := &pivot.Record{From: o.From, To: o.To, Namespace: o.Namespace, Phase: pivot.PhasePausing, Started: time.Now().UTC()}
 	w := &watcher{o: o, rec: rec}
@@ -72,7 +73,7 @@ func move(ctx context.Context, o *pivot.Options) (int, error) {
 	to := cluster.New(cluster.Kubeconfig{Path: o.To.Kubeconfig, Context: o.To.Context}, cfg,
 		cluster.InjectProxy(&watchedProxy{Proxy: proxy(o.To), w: w}))
 	if err := pivot.SaveRecord(o.RecordPath, rec); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	o.Emit(pivot.PhasePausing, "started", fmt.Sprintf("pivot from slot %s to slot %s", o.From.Slot, o.To.Slot))
 	if err := from.ObjectMover().Move(ctx, o.Namespace, to, false); err != nil {
@@ -84,26 +85,26 @@ func move(ctx context.Context, o *pivot.Options) (int, error) {
 			phase := rec.Phase
 			copies, uerr := undoNow(ctx, o, rec)
 			if uerr != nil {
-				return 0, fmt.Errorf("moving the Cluster API objects from slot %s to slot %s (phase %s): %w; undoing it failed too (%v): slot %s's clusters stay paused until a re-run of the same command undoes the move",
+				return 0, nil, fmt.Errorf("moving the Cluster API objects from slot %s to slot %s (phase %s): %w; undoing it failed too (%v): slot %s's clusters stay paused until a re-run of the same command undoes the move",
 					o.From.Slot, o.To.Slot, phase, err, uerr, o.From.Slot)
 			}
-			return 0, &pivot.UndoneError{From: o.From.Slot, To: o.To.Slot, Phase: phase, Copies: copies, Clusters: len(rec.Clusters), Err: err}
+			return 0, nil, &pivot.UndoneError{From: o.From.Slot, To: o.To.Slot, Phase: phase, Copies: copies, Clusters: len(rec.Clusters), Err: err}
 		}
 		// From DELETING on the target holds every object: only forward.
 		waits := fmt.Sprintf("once slot %s takes the deletes", o.From.Slot)
 		if rec.Phase == pivot.PhaseUnpausing {
 			waits = fmt.Sprintf("once slot %s takes the unpause", o.To.Slot)
 		}
-		return len(rec.Objects), fmt.Errorf("moving the Cluster API objects from slot %s to slot %s (phase %s): %w; slot %s holds every object: re-run the same command, %s, to finish the move",
+		return len(rec.Objects), pivot.ClusterNames(rec.Clusters), fmt.Errorf("moving the Cluster API objects from slot %s to slot %s (phase %s): %w; slot %s holds every object: re-run the same command, %s, to finish the move",
 			o.From.Slot, o.To.Slot, rec.Phase, err, o.To.Slot, waits)
 	}
 	state.CrashPoint("pivot:before-done")
 	if err := w.phase(pivot.PhaseDone); err != nil {
-		return len(rec.Objects), err
+		return len(rec.Objects), pivot.ClusterNames(rec.Clusters), err
 	}
 	o.Logf("moved %d objects (%d clusters) from slot %s to slot %s; their clusters are unpaused on slot %s",
 		len(rec.Objects), len(rec.Clusters), o.From.Slot, o.To.Slot, o.To.Slot)
-	return len(rec.Objects), nil
+	return len(rec.Objects), pivot.ClusterNames(rec.Clusters), nil
 }
 
 // undoNow undoes the pivot of rec, which failed before any object left

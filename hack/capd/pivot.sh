@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# pivot.sh: experiment (d) of issue 29 on real Cluster API and CAPD: the
+# S3 switch (kubectl bundle-switch to b --mode pivot, clusterctl's mover)
+# and its undo (kubectl bundle-switch back), with a workload cluster
+# serving under a request loop.
+#
+# Two management kind clusters, kb-capd-a and kb-capd-b, each with the
+# bench's Cluster API and clusterctl's provider inventory as clusterctl
+# init leaves it (mgmt_inventory in lib.sh). Slot a creates workload
+# cluster kb-capd-wl-a and the bench workload runs there; the request loop
+# goes to the workload on its machine (NodePort), as the workload's users
+# do. The site's slots are the plugins' existing provider on the two
+# clusters' contexts (the switch moves the Cluster API objects; the kind
+# provider would also move a registry alias, which this bench has no
+# registry for). Measured:
+#
+#   1. preflight on real providers: slot b's inventory says its CAPD is
+#      older (v1.13.7) than slot a's: the switch must refuse, exit 3,
+#      before anything is paused; and the load balancer template the
+#      DockerCluster names is only on slot a (the mover would leave it
+#      behind): refused too, then created on slot b as the refusal says;
+#   2. the pivot a -> b: its duration, how long the Cluster stays paused on
+#      each side (polled every ~0.5 s), failed workload requests, what
+#      slot b's providers do with the machine (the same container, or a
+#      new one), and how long until the Cluster is Available on b again
+#      (its status is rebuilt, not moved);
+#   3. the undo (switch back, b -> a): the same numbers.
+#
+#   hack/docker/ensure.sh run hack/capd/run.sh pivot
+set -o errexit -o nounset -o pipefail
+# shellcheck source=hack/capd/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+a=kb-capd-a
+b=kb-capd-b
+wl=kb-capd-wl-a
+watch_s=${KB_CAPD_AFTER_S:-60}
+capd_begin_site
+
+mgmt_create "$a"
+mgmt_inventory "$a" "$KB_CAPI_VERSION"
+mgmt_create "$b"
+mgmt_inventory "$b" "$KB_CAPI_VERSION"
+wl_up "$a" "$wl"
+loop_start "$wl_url" "$work/loop.txt"
+loop_baseline "$work/loop.txt" "the pivot"
+result "memory: management a / b / workload machine (MiB)" "$(mem_of "^$a-control-plane\$") / $(mem_of "^$b-control-plane\$") / $(mem_of "^$wl_node\$")"
+
+# --- the site: slots a and b on the two management clusters, a active ---
+export KUBECTL_BUNDLE_STATE_DIR="$work/state" KUBECTL_BUNDLE_PROVIDER=existing KUBECONFIG="$KB_CAPD_KUBECONFIG"
+export KUBECTL_BUNDLE_ALIAS_CONTEXT=kb-capd-active NO_COLOR=1
+cat >"$work/gate.yaml" <<'EOF'
+apiVersion: kubectl-bundle.dev/v1alpha1
+kind: Gate
+metadata: {name: capd-providers}
+spec:
+  checks:
+  - name: capi
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capi-system, name: capi-controller-manager}
+  - name: capd
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capd-system, name: capd-controller-manager}
+EOF
+for s in a b; do
+  plugin kubectl-bundle-slot create "$s" --context "kind-kb-capd-$s" --kubeconfig "$KB_CAPD_KUBECONFIG" || die "slot create $s"
+  plugin kubectl-bundle-gate --slot "$s" --record -f "$work/gate.yaml" --timeout 2m || die "slot $s's gate"
+done
+plugin kubectl-bundle-switch to a || die "switch to a"
+plugin kubectl-bundle-switch accept || die "accept a"
+
+# --- the pause watcher: every ~0.5 s, which Clusters each side holds and
+# whether they are paused ("<ms> a|b name=true|false|(empty) ...") ---
+: >"$work/paused.txt"
+rm -f "$work/paused.stop"
+(
+  while [ ! -e "$work/paused.stop" ]; do
+    for s in a b; do
+      echo "$(now_ms) $s $(mk "kb-capd-$s" get clusters.cluster.x-k8s.io -A -o jsonpath='{range .items[*]}{.metadata.name}={.spec.paused}{" "}{end}' 2>/dev/null)" >>"$work/paused.txt"
+    done
+    sleep 0.3
+  done
+) &
+watcher=$!
+# paused_span SIDE FROM_MS: "<paused from> <paused until> <then>" on SIDE,
+# seconds after FROM_MS; then: unpaused, gone, or still (paused at the end).
+paused_span() {
+  awk -v s="$1" -v t0="$2" -v w="$wl" '$1 >= t0 && $2 == s {
+      line = $0 " "; p = index(line, " " w "=true ") > 0; present = index(line, " " w "=") > 0
+      if (p && !start) start = $1
+      if (start && !p && !end) {end = $1; then = present ? "unpaused" : "gone"}
+    }
+    END {
+      if (!start) {print "never paused"; exit}
+      if (!end) {printf "paused from %.1f s, still paused at the end\n", (start - t0) / 1000; exit}
+      printf "paused from %.1f s to %.1f s (%.1f s), then %s\n", (start - t0) / 1000, (end - t0) / 1000, (end - start) / 1000, then
+    }' "$work/paused.txt"
+}
+# available_after MGMT FROM: seconds from FROM until Cluster wl is
+# Available in MGMT (its status as MGMT's providers rebuild it).
+available_after() {
+  local c=$1 from=$2 i
+  for i in $(seq 1 180); do
+    if [ "$(mk "$c" get cluster "$wl" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" = True ]; then
+      secs "$from"
+      return 0
+    fi
+    sleep 1
+  done
+  echo "not in 180 s"
+}
+machines_of() {
+  mk "$1" get machines -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase} {end}' 2>/dev/null || true
+}
+
+# --- 1. refused: slot b's CAPD is older than slot a's ---
+mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p '{"version":"v1.13.7"}' >/dev/null
+t_ms=$(now_ms)
+rc=0
+kubectl-bundle-switch to b --mode pivot >"$work/refused.out" 2>&1 || rc=$?
+result "pivot to b with b's CAPD older (v1.13.7): exit" "$rc"
+result "pivot to b with b's CAPD older: message" "$(grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | head -1)"
+result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
+result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
+mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
+cat "$work/refused.out" >&2
+
+# --- 1b. refused: the load balancer template would stay behind (the
+# mover takes a ConfigMap only with an owner that moves; measured in the
+# first run, before the preflight refused it) ---
+rc=0
+kubectl-bundle-switch to b --mode pivot >"$work/refused-template.out" 2>&1 || rc=$?
+cat "$work/refused-template.out" >&2
+result "pivot to b with the haproxy template only on a: exit" "$rc"
+result "pivot to b with the haproxy template only on a: message" "$(grep -o 'ConfigMap [^,]*, the load balancer template[^;]*' "$work/refused-template.out" | head -1)"
+# What the refusal names: the template on slot b too.
+# (wl_apply's manifest starts with it.)
+awk '/^---$/ {exit} {print}' "$work/$wl.yaml" | mk "$b" apply -f - >/dev/null || die "creating the haproxy template on $b"
+
+# --- 2. the pivot a -> b ---
+containers "$wl" >"$work/containers-before.txt"
+machines_before=$(machines_of "$a")
+t=$(now)
+t_ms=$(now_ms)
+rc=0
+plugin kubectl-bundle-switch to b --mode pivot || rc=$?
+result "pivot a -> b: exit / duration (s)" "$rc / $(secs "$t")"
+[ "$rc" = 0 ] || die "the pivot to b failed (exit $rc)"
+t_done=$(now)
+result "pivot a -> b: Cluster Available on b after the switch (s)" "$(available_after "$b" "$t_done")"
+sleep "$watch_s"
+result "pivot a -> b: Cluster on a" "$(paused_span a "$t_ms")"
+result "pivot a -> b: Cluster on b" "$(paused_span b "$t_ms")"
+loop_report "$work/loop.txt" "during the pivot and ${watch_s} s after" "$t_ms"
+containers "$wl" >"$work/containers-after-pivot.txt"
+result "pivot a -> b: Machines on a before / on b after" "$machines_before/ $(machines_of "$b")"
+result "pivot a -> b: Machines left on a" "$(machines_of "$a" | wc -w)"
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-pivot.txt")
+result "pivot a -> b: $wl containers (same id and start of before)" "$(wc -l <"$work/containers-after-pivot.txt") ($same of $(wc -l <"$work/containers-before.txt"))"
+result "pivot a -> b: haproxy template ConfigMap on b" "$(mk "$b" get configmap kb-capd-haproxy -o name 2>/dev/null || echo 'not moved')"
+result "pivot a -> b: DockerCluster Ready on b" "$(mk "$b" get dockercluster "$wl" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)"
+result "pivot a -> b: Secrets of $wl on b" "$(mk "$b" get secrets -o name 2>/dev/null | grep -c "$wl" || true)"
+mk "$b" -n capd-system logs deployment/capd-controller-manager --since=5m 2>/dev/null | grep -iE 'error|fail' | tail -20 >"$work/capd-b-errors.txt" || true
+result "pivot a -> b: CAPD errors logged on b in 5 min" "$(wc -l <"$work/capd-b-errors.txt")"
+plugin kubectl-bundle-switch status || true
+
+# --- 3. the undo: switch back during the soak (b -> a) ---
+containers "$wl" >"$work/containers-before-back.txt"
+t=$(now)
+t_ms=$(now_ms)
+rc=0
+plugin kubectl-bundle-switch back --gate "$work/gate.yaml" --gate-timeout 2m || rc=$?
+result "back b -> a: exit / duration (s)" "$rc / $(secs "$t")"
+t_done=$(now)
+[ "$rc" != 0 ] || result "back b -> a: Cluster Available on a after the switch (s)" "$(available_after "$a" "$t_done")"
+sleep "$watch_s"
+result "back b -> a: Cluster on b" "$(paused_span b "$t_ms")"
+result "back b -> a: Cluster on a" "$(paused_span a "$t_ms")"
+loop_report "$work/loop.txt" "during the undo and ${watch_s} s after" "$t_ms"
+containers "$wl" >"$work/containers-after-back.txt"
+same=$(same_lines "$work/containers-before.txt" "$work/containers-after-back.txt")
+result "back b -> a: Machines on a / on b" "$(machines_of "$a")/ $(machines_of "$b" | wc -w)"
+result "back b -> a: $wl containers (same id and start as before the pivot)" "$(wc -l <"$work/containers-after-back.txt") ($same of $(wc -l <"$work/containers-before.txt"))"
+touch "$work/paused.stop"
+wait "$watcher" 2>/dev/null || true
+loop_stop "$work/loop.txt"
+loop_report "$work/loop.txt" "in all"
+echo "--- containers before, after the pivot, after the undo" >&2
+cat "$work/containers-before.txt" "$work/containers-after-pivot.txt" "$work/containers-after-back.txt" >&2
+result "load average at end" "$(load_line)"
+say "pivot: done"
