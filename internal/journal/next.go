@@ -79,7 +79,7 @@ type NextStep struct {
 	Phases []Phase `json:"phases"`
 	// Run is the command as a value (its argv); Command is its line, or
 	// a repair's line where the repair is not a value yet.
-	Run     advice.Cmd `json:"run,omitzero"`
+	Run     advice.Cmd `json:"cmd,omitzero"`
 	Command string     `json:"command"`
 	// Also are other commands that also make progress (during a soak:
 	// revert beside accept); Alternatives are their lines.
