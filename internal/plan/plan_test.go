@@ -9,6 +9,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -150,6 +151,33 @@ func TestLosesWhatTheRecordHolds(t *testing.T) {
 		if !strings.Contains(got, w) {
 			t.Errorf("loses does not name %q:\n%s", w, got)
 		}
+	}
+}
+
+// TestSamePackageUnderAnotherPath: a copy of the open transaction's
+// package under another path is that update (the scripts resume it); a
+// different package is refused.
+func TestSamePackageUnderAnotherPath(t *testing.T) {
+	dir := t.TempDir()
+	pkg, cp, other := filepath.Join(dir, "p.tar.zst"), filepath.Join(dir, "copy.tar.zst"), filepath.Join(dir, "other.tar.zst")
+	for f, b := range map[string]string{pkg: "v2", cp: "v2", other: "v3"} {
+		if err := os.WriteFile(f, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := stage.Identify(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, j := newSite(t)
+	if _, err := j.Begin(journal.BeginOptions{Strategy: journal.BlueGreen, Target: ref.Digest, Package: pkg, Fallback: v1, Slots: journal.Slots{Active: "a", Candidate: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := plan(t, d, Input{Strategy: journal.BlueGreen, Op: Apply, Package: cp, Slots: []string{"a", "b"}}); p.Err() != nil {
+		t.Fatalf("a copy of the package was refused: %v", p.Err())
+	}
+	if p := plan(t, d, Input{Strategy: journal.BlueGreen, Op: Apply, Package: other, Slots: []string{"a", "b"}}); p.Err() == nil || !strings.Contains(p.Refused, "is open for") {
+		t.Fatalf("another package was not refused: %q", p.Refused)
 	}
 }
 
