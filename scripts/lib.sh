@@ -336,6 +336,30 @@ hold_run() {
   "$JOURNAL" lock-run --fd 9 --command "$1" || exit
 }
 
+# drive STRATEGY OP ARGS...: the run, as a loop. Each call of the plugin
+# makes the run's next step (it names it and prints what it runs; this
+# script evaluates no command line) and exits 10 while more remain, else
+# with the run's own code after its summary. It checks the arguments (and
+# prints the plan of --dry-run) first, then this shell holds the run lock
+# on descriptor 9 for the whole run, as hold_run does.
+drive() {
+  local a rc=0 path
+  for a in "$@"; do
+    case $a in -h | --help) usage; exit 0 ;; esac
+  done
+  "$JOURNAL" advance --script "$SELF" --check -- "$@" || rc=$?
+  [ "$rc" -eq 10 ] || exit "$rc"
+  path=$("$JOURNAL" lock-run --path) || exit
+  exec 9<>"$path"
+  export KUBECTL_BUNDLE_RUN_FD=9
+  "$JOURNAL" advance --script "$SELF" --hold 9 -- "$@" || exit
+  while :; do
+    rc=0
+    "$JOURNAL" advance --script "$SELF" -- "$@" || rc=$?
+    [ "$rc" -eq 10 ] || exit "$rc"
+  done
+}
+
 # kb runs one plugin call. Tests set KB_TEST_KILL_AFTER=N to have the
 # script SIGKILL its own process group after its N-th plugin call, the way
 # a power cut or a killed shell would stop it.

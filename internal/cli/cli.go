@@ -69,6 +69,18 @@ func Reported(k errkind.Kind) error { return errkind.Wrap(k, errReported) }
 
 var errReported = errors.New("")
 
+// ExitMore is the code of a strategy script's step (kubectl bundle-journal
+// advance) that ran and left more to run: the script's loop calls it
+// again. It is never the exit code of a script or of an operator's command.
+const ExitMore = 10
+
+// ExitError is an exit code a command chose after it reported all it had
+// to say: the strategy scripts' loop, whose codes are the run's own (a
+// script's result, or ExitMore). RunCommand prints nothing for it.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return "" }
+
 // KindOfExit reads an exit code of the table back as a kind: a step that
 // ran one of the suite's binaries fails as that binary did. Any other code
 // (a signal, 127, a foreign tool's own numbers) is an environment failure.
@@ -90,6 +102,10 @@ func KindOfExit(code int) errkind.Kind {
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	var ex *ExitError
+	if errors.As(err, &ex) {
+		return ex.Code
 	}
 	switch errkind.Of(err) {
 	case errkind.Negative:

@@ -139,6 +139,7 @@ Examples:
 			offlineCommand(streams),
 			evidenceCommand(streams),
 			lockRunCommand(streams),
+			advanceCommand(streams),
 			planCommand(streams),
 			siteCommand(streams),
 			{

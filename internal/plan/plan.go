@@ -144,7 +144,7 @@ func Make(s *session.Session, in Input) *Plan {
 		if t.Strategy != in.Strategy {
 			p.refuse(errkind.New(errkind.Conflict, "transaction %s (%s) is open in %s: a %s run refuses until it is finished; the next step is the %s run's",
 				t.ID, t.Strategy, t.Phase, in.Strategy, t.Strategy), journal.Next(t).Command)
-		} else if in.Op == Apply && in.Package != "" && !samePackage(t, in.Package) {
+		} else if in.Op == Apply && in.Package != "" && !SamePackage(t, in.Package) {
 			p.refuse(errkind.New(errkind.Conflict, "transaction %s is open for %s, not %s: the run resumes that update first", t.ID, t.Package, in.Package), "")
 		}
 	} else {
@@ -397,9 +397,9 @@ func orNone(s string) string {
 	return s
 }
 
-// samePackage says whether path is t's package: its path, or the same
+// SamePackage says whether path is t's package: its path, or the same
 // bytes under another name (the scripts resume either).
-func samePackage(t *journal.Transaction, path string) bool {
+func SamePackage(t *journal.Transaction, path string) bool {
 	if t.Package == path {
 		return true
 	}

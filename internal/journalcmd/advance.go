@@ -1,0 +1,447 @@
+package journalcmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
+)
+
+// advanceCommand is what a strategy script's loop calls (scripts/lib.sh,
+// drive): each call makes one step of the run, prints it, and exits
+// cli.ExitMore while more remain, else with the run's own exit code after
+// its summary. What the run has done so far (its summary, where it is) is
+// kept under the run lock the script holds, so a killed run's re-run
+// starts afresh from the journal. Hidden: operators run the scripts.
+func advanceCommand(streams kcli.IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "advance",
+		Hidden:    true,
+		Usage:     "make the next step of a strategy script's run (what the scripts call in their loop)",
+		ArgsUsage: "STRATEGY OP [SCRIPT ARGS...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "script", Usage: "the script's absolute path, for the commands the run prints"},
+			&cli.BoolFlag{Name: "check", Usage: "check the arguments, print the plan of --dry-run; exit 10 when the run may begin"},
+			&cli.IntFlag{Name: "hold", Value: -1, Usage: "hold the run lock on the script's descriptor N for its whole run"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error { return advance(ctx, streams, cmd) },
+	}
+}
+
+func advance(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
+	args := cmd.Args().Slice()
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	r, err := parseRunArgs(args, cmd.String("script"), os.Getenv)
+	if err != nil {
+		return err
+	}
+	common, err := kcli.ParseCommon(cmd)
+	if err != nil {
+		return err
+	}
+	d, err := state.Open(common.StateDir)
+	if err != nil {
+		return kcli.Environment(err)
+	}
+	x := &run{ctx: ctx, in: streams.In, out: streams.Out, errOut: streams.ErrOut, r: r, d: d}
+	switch {
+	case cmd.Bool("check"):
+		if r.dryRun {
+			return x.dryRun()
+		}
+		return &kcli.ExitError{Code: kcli.ExitMore}
+	case cmd.Int("hold") >= 0:
+		return x.hold(int(cmd.Int("hold")))
+	}
+	if err := x.load(); err != nil {
+		return err
+	}
+	if x.sc.PC != "" {
+		// Damaged state stops the run before its next step, naming the
+		// repair (each step's plugin would refuse it too).
+		err = x.checkState(streams, cmd)
+	}
+	if err == nil {
+		err = x.step()
+	}
+	if serr := x.save(); serr != nil && err == nil {
+		return serr
+	}
+	return err
+}
+
+// run is one call of a script's run.
+type run struct {
+	ctx         context.Context
+	in          io.Reader
+	out, errOut io.Writer
+	r           *runArgs
+	d           *state.Dir
+	sc          scratch
+	scPath      string
+	closers     []io.Closer
+}
+
+// scratch is what a run has done so far, between the calls of its loop:
+// kept beside the run lock, valid for the run that wrote it only.
+type scratch struct {
+	Run     string   `json:"run"`
+	PC      string   `json:"pc"`
+	Summary []string `json:"summary"`
+	// Failed: this run reported the failure the recovery follows.
+	Failed bool `json:"failed,omitempty"`
+	// Evidence is the evidence dir this run's output goes to too.
+	Evidence string            `json:"evidence,omitempty"`
+	Vars     map[string]string `json:"vars,omitempty"`
+}
+
+// scratchFile is the run's scratch, beside the run lock.
+const scratchFile = "journal/run.scratch.json"
+
+// done is the error that ends a run with code (its summary printed).
+type done struct{ code int }
+
+func (d *done) Error() string { return fmt.Sprintf("the run ended with %d", d.code) }
+
+// hold takes the run lock on the script's descriptor fd, naming the run
+// by the line that re-runs it.
+func (x *run) hold(fd int) error {
+	h := state.Holder{PID: os.Getppid(), Command: x.rerun().String(), Since: time.Now().UTC(), Start: state.ProcStart(os.Getppid())}
+	if err := x.d.HoldRun(fd, h); err != nil {
+		if errors.As(err, new(*state.RunLockedError)) {
+			return err
+		}
+		return kinded(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := x.d.Lock()
+		if err == nil {
+			return l.Unlock()
+		}
+		var le *state.LockedError
+		if !errors.As(err, &le) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// load reads the run's scratch (a fresh one for a new run) and sets up
+// where this call's output goes: --log, and the open transaction's
+// evidence once it has one.
+func (x *run) load() error {
+	h := x.d.OwnRun()
+	if h == nil {
+		return kcli.Conflict(errors.New("advance runs inside a strategy script's run only (the script holds the run lock): run the script"))
+	}
+	id := fmt.Sprintf("%d/%s", h.PID, h.Since.Format(time.RFC3339Nano))
+	x.scPath = x.d.Join(scratchFile)
+	if b, err := os.ReadFile(x.scPath); err == nil {
+		_ = json.Unmarshal(b, &x.sc)
+	}
+	fresh := x.sc.Run != id
+	if fresh {
+		x.sc = scratch{Run: id, Vars: map[string]string{}}
+	}
+	if x.sc.Vars == nil {
+		x.sc.Vars = map[string]string{}
+	}
+	if x.r.log != "" {
+		f, err := os.OpenFile(x.r.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return kcli.Usage("--log %s: %v", x.r.log, err)
+		}
+		x.closers = append(x.closers, f)
+		// Everything goes to the log too, so an unattended run can be
+		// read later; its errors with its output, in order.
+		x.out = io.MultiWriter(x.out, f)
+		x.errOut = x.out
+		if fresh {
+			fmt.Fprintf(x.out, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
+		}
+	}
+	x.evidence()
+	return nil
+}
+
+// evidence: once a transaction is open, this run's output also goes to
+// its evidence (output.log). Best effort: evidence never stops a run.
+func (x *run) evidence() {
+	t, err := site.Read(x.d).Txn()
+	if err != nil || t == nil {
+		return
+	}
+	dir, err := evidence.Ensure(x.d, t.ID)
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "output.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	x.closers = append(x.closers, f)
+	if x.sc.Evidence != dir {
+		x.sc.Evidence = dir
+		fmt.Fprintf(f, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	if x.errOut == x.out {
+		x.out = io.MultiWriter(x.out, f)
+		x.errOut = x.out
+		return
+	}
+	x.out, x.errOut = io.MultiWriter(x.out, f), io.MultiWriter(x.errOut, f)
+}
+
+func (x *run) save() error {
+	for _, c := range x.closers {
+		c.Close()
+	}
+	if x.scPath == "" {
+		return nil
+	}
+	b, _ := json.Marshal(x.sc)
+	tmp := x.scPath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return kcli.Environment(fmt.Errorf("keeping the run's progress: %w", err))
+	}
+	return os.Rename(tmp, x.scPath)
+}
+
+// checkState ends the run when the state dir is damaged, naming its repair.
+func (x *run) checkState(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, false)
+	if err == nil {
+		err = s.Check()
+		s.close()
+	}
+	if err == nil {
+		return nil
+	}
+	x.warn("error: %v", err)
+	x.fail("the state dir is damaged (above): the run stopped before its next step")
+	var fin *done
+	if errors.As(x.finish(kcli.ExitCode(err), "the state dir is damaged: repair it as said above, then run again"), &fin) {
+		return &kcli.ExitError{Code: fin.code}
+	}
+	return err
+}
+
+// step makes the run's next step.
+func (x *run) step() error {
+	var err error
+	switch x.r.strategy {
+	case journal.InPlace:
+		err = x.inPlace()
+	default:
+		return kcli.Usage("advance: %s is run by its script", x.r.strategy)
+	}
+	var fin *done
+	if errors.As(err, &fin) {
+		return &kcli.ExitError{Code: fin.code}
+	}
+	if err == nil {
+		return &kcli.ExitError{Code: kcli.ExitMore}
+	}
+	return err
+}
+
+// goTo makes pc the run's next step.
+func (x *run) goTo(pc string) error {
+	x.sc.PC = pc
+	return nil
+}
+
+// txn is the open transaction (nil: none).
+func (x *run) txn() *journal.Transaction {
+	t, _ := site.Read(x.d).Txn()
+	return t
+}
+
+func (x *run) donePhase(p journal.Phase) bool {
+	t := x.txn()
+	if t == nil {
+		return false
+	}
+	st := t.Step(p)
+	return st != nil && st.Status == journal.StatusDone
+}
+
+func (x *run) pass(msg string) {
+	x.sc.Summary = append(x.sc.Summary, "PASS: "+msg)
+	fmt.Fprintln(x.out, "PASS: "+msg)
+}
+
+func (x *run) fail(msg string) {
+	x.sc.Summary = append(x.sc.Summary, "FAIL: "+msg)
+	fmt.Fprintln(x.errOut, "FAIL: "+msg)
+}
+
+func (x *run) say(format string, a ...any) { fmt.Fprintf(x.out, format+"\n", a...) }
+
+func (x *run) warn(format string, a ...any) { fmt.Fprintf(x.errOut, format+"\n", a...) }
+
+// finish prints the summary and ends the run with code: 0 applied, 1 the
+// update failed and the previous deployment was kept, or restored and its
+// gate passed, else why says what failed (journal status names the next
+// command).
+func (x *run) finish(code int, why string) error {
+	result := "RESULT: PASS"
+	switch code {
+	case 0:
+	case 1:
+		result = "RESULT: FAIL (the previous deployment is in place)"
+	default:
+		if why == "" {
+			why = "rollback incomplete"
+		}
+		result = "RESULT: FAIL (" + why + ": kubectl bundle-journal status says what to run next)"
+	}
+	summary := ""
+	for _, l := range x.sc.Summary {
+		summary += l + "\n"
+	}
+	x.evidence()
+	if x.sc.Evidence != "" {
+		// The summary of the transaction's last run, kept with its evidence.
+		p := filepath.Join(x.sc.Evidence, "summary.txt")
+		if os.WriteFile(p+".tmp", []byte(summary+result+"\n"), 0o644) == nil {
+			_ = os.Rename(p+".tmp", p)
+		}
+	}
+	fmt.Fprintln(x.out, "")
+	fmt.Fprintln(x.out, "===== summary =====")
+	if summary == "" {
+		summary = "\n"
+	}
+	fmt.Fprint(x.out, summary)
+	fmt.Fprintln(x.out, result)
+	x.sc.PC = "finished"
+	return &done{code}
+}
+
+// pluginBin is the plugin's executable on PATH, as kubectl finds it:
+// kubectl-bundle-NAME, or kubectl-bundle_NAME, the one link krew makes.
+func pluginBin(name string) string {
+	if _, err := exec.LookPath("kubectl-bundle-" + name); err != nil {
+		if _, err := exec.LookPath("kubectl-bundle_" + name); err == nil {
+			return "kubectl-bundle_" + name
+		}
+	}
+	return "kubectl-bundle-" + name
+}
+
+// call runs a plugin as one of the run's steps and returns its exit code
+// (a plugin that cannot be started: 3). Tests set KB_TEST_KILL_AFTER=N to
+// have the run SIGKILL its process group after its N-th call, the way a
+// power cut or a killed shell would stop it.
+func (x *run) call(name string, args ...string) int {
+	code := x.quiet(nil, name, args...)
+	x.killPoint()
+	return code
+}
+
+// quiet runs a plugin that is not one of the run's steps (a read), its
+// stdout to out (nil: the run's).
+func (x *run) quiet(out io.Writer, name string, args ...string) int {
+	if out == nil {
+		out = x.out
+	}
+	c := exec.CommandContext(x.ctx, pluginBin(name), args...)
+	c.Stdin, c.Stdout, c.Stderr = x.in, out, x.errOut
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ee.ExitCode()
+		}
+		fmt.Fprintf(x.errOut, "error: %v\n", err)
+		return kcli.ExitEnvironment
+	}
+	return 0
+}
+
+// output is what a read of a plugin prints (its exit code beside).
+func (x *run) output(name string, args ...string) (string, int) {
+	var b bytes.Buffer
+	code := x.quiet(&b, name, args...)
+	return strings.TrimRight(b.String(), "\n"), code
+}
+
+func (x *run) killPoint() {
+	after := os.Getenv("KB_TEST_KILL_AFTER")
+	if after == "" {
+		return
+	}
+	counter := os.Getenv("KB_TEST_COUNTER")
+	n := 0
+	if b, err := os.ReadFile(counter); err == nil {
+		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	n++
+	_ = os.WriteFile(counter, []byte(strconv.Itoa(n)+"\n"), 0o644)
+	if strconv.Itoa(n) == after {
+		_ = x.save()
+		_ = syscall.Kill(0, syscall.SIGKILL)
+	}
+}
+
+// runStep runs plugin name with args as the journal step phase ("": a step
+// that records only) (skipped when done, redone
+// when interrupted): journal run.
+func (x *run) runStep(p journal.Phase, name string, args ...string) bool {
+	x.evidence()
+	prog := "true" // a step that records only
+	if name != "" {
+		prog = pluginBin(name)
+	}
+	return x.call("journal", append([]string{"run", string(p), "--", prog}, args...)...) == 0
+}
+
+// self is the script as a printed command starts: its absolute path,
+// after the state dir when that was given relative.
+func (x *run) self(args ...string) advice.Cmd {
+	return advice.Program(x.r.script, args...).WithEnv(x.d.CommandEnv())
+}
+
+// rerun is this script with this run's package and options, as a line to paste.
+func (x *run) rerun() advice.Cmd {
+	var args []string
+	if x.r.op != "apply" || x.r.strategy == journal.BlueGreen {
+		args = append(args, x.r.op)
+	}
+	if x.r.pkg != "" {
+		args = append(args, x.r.pkg)
+	}
+	args = append(args, x.r.rerun...)
+	if x.r.force {
+		args = append(args, "--force")
+	}
+	return x.self(args...)
+}
+
+func (x *run) gateLine(slot string) string {
+	return advice.Plugin("gate", append([]string{"--slot", slot, "--record"}, x.r.gate...)...).String()
+}
