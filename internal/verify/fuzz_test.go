@@ -258,6 +258,15 @@ func FuzzSBOMRule(f *testing.F) {
 	man := []byte(`{"schemaVersion":2,"mediaType":"` + MediaTypeOCIManifest + `","config":{"mediaType":"` + MediaTypeFluxConfig + `"},"layers":[{"mediaType":"` + MediaTypeFluxContent + `"}]}`)
 	f.Add([]byte("kind: ZarfPackageConfig\nmetadata:\n  name: a\ncomponents:\n- name: c\n  images: [localhost:5001/krops-config:latest]\n"),
 		[]byte(`{"schemaVersion":2,"manifests":[{"mediaType":"`+MediaTypeOCIManifest+`","digest":"sha256:`+testpkg.SHA256(man)+`","annotations":{"org.opencontainers.image.ref.name":"localhost:5001/krops-config:latest"}}]}`), man)
+	// The package krops' shape, as zarf built it: each manifest blob with
+	// its zarf.yaml and index.
+	if a, err := testpkg.ReadFile("../../testdata/packages/krops/zarf-package-krops-shaped-amd64-1.0.0.tar.zst"); err == nil {
+		for _, m := range a.Members {
+			if strings.HasPrefix(m.Header.Name, imageBlobPrefix) && kindOf(sniffMediaType(m.Data)) != "" {
+				f.Add(a.Get(controlZarfYAML).Data, a.Get(controlImageIndex).Data, m.Data)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, zy, idx, blob []byte) {
 		pkg, err := ParseZarfYAML(zy)
 		if err != nil {
