@@ -150,7 +150,7 @@ func artifactKind(configMediaType string) string {
 // another kind than its entry says keeps its SBOM requirement.
 func sbomFreeImages(pkg *ZarfPackage, a *archiveResult) []SBOMArtifact {
 	b, ok := a.control[controlImageIndex]
-	if !ok || a.controlErr[controlImageIndex] != nil {
+	if !ok || a.controlErr[controlImageIndex] != nil || len(pkg.Images) == 0 {
 		return nil
 	}
 	idx, err := ParseImageIndex(b)
