@@ -216,7 +216,7 @@ unit:
 INVARIANT_BUDGET ?= 20m
 fuzz:
 	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
-	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle verify:FuzzDigestPolicy verify:FuzzParseImageRef journal:FuzzParseTransaction journal:FuzzParseHistory \
+	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle verify:FuzzDigestPolicy verify:FuzzParseImageRef verify:FuzzParseManifestInfo verify:FuzzSBOMRule journal:FuzzParseTransaction journal:FuzzParseHistory \
 	          gate:FuzzParse releasefmt:FuzzParseKrewManifest releasefmt:FuzzParseSHA256Sums; do \
 	  pkg=./internal/$${t%%:*}; fn=$${t#*:}; \
 	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \

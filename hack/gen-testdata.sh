@@ -131,5 +131,6 @@ for kind in sbom-invalid sbom-missing-image sbom-absent; do
 done
 
 ZARF="$zarf" "$root/hack/gen-digest-testdata.sh"
+ZARF="$zarf" "$root/hack/gen-krops-testdata.sh"
 
 du -sh "$out"

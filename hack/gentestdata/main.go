@@ -57,6 +57,11 @@ func run(args []string) error {
 			return fmt.Errorf("usage: oci-image OUT.tar REF ARCH")
 		}
 		return ociImage(args[1], args[2], args[3])
+	case "flux-artifact": // OUT REF DIR SOURCE REVISION
+		if len(args) != 6 {
+			return fmt.Errorf("usage: flux-artifact OUT.tar REF DIR SOURCE REVISION")
+		}
+		return fluxArtifact(args[1], args[2], args[3], args[4], args[5])
 	case "pinned-layout": // DIR OUT
 		if len(args) != 3 {
 			return fmt.Errorf("usage: pinned-layout OCI_LAYOUT_DIR OUT.tar")
@@ -276,6 +281,12 @@ func tamper(kind, in, out string) error {
 				}
 			}
 		})
+	case "flux-layer-modified":
+		m, err := fluxLayer(a)
+		if err != nil {
+			return err
+		}
+		m.Data = append(append([]byte(nil), m.Data...), 0)
 	case "sbom-absent":
 		a.Remove("sboms.tar")
 		cs := a.Get("checksums.txt")

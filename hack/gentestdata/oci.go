@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"time"
 )
 
@@ -47,26 +48,46 @@ func ociImage(out, ref, arch string) error {
 		"layers":        []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layerSize}},
 	})
 	manifestDigest, manifestSize := add(manifest)
+	return writeLayout(out, blobs, map[string]any{
+		"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifestDigest, "size": manifestSize,
+		"platform":    map[string]string{"architecture": arch, "os": "linux"},
+		"annotations": map[string]string{"io.containerd.image.name": ref},
+	})
+}
+
+// writeLayout writes a tar of an OCI image layout: oci-layout, an
+// index.json naming the one descriptor top, and every blob, dated at the
+// epoch and in digest order, so the same blobs give the same bytes.
+func writeLayout(out string, blobs map[string][]byte, top map[string]any) error {
 	index, _ := json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifestDigest, "size": manifestSize,
-			"platform":    map[string]string{"architecture": arch, "os": "linux"},
-			"annotations": map[string]string{"io.containerd.image.name": ref},
-		}},
+		"manifests":     []any{top},
 	})
+	var hexes []string
+	for h := range blobs {
+		hexes = append(hexes, h)
+	}
+	sort.Strings(hexes)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	file := func(name string, b []byte) {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: epoch, Typeflag: tar.TypeReg})
-		tw.Write(b)
+	file := func(name string, b []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := tw.Write(b)
+		return err
 	}
-	file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
-	file("index.json", index)
-	for _, d := range []string{layerDigest, configDigest, manifestDigest} {
-		h := d[len("sha256:"):]
-		file("blobs/sha256/"+h, blobs[h])
+	if err := file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := file("index.json", index); err != nil {
+		return err
+	}
+	for _, h := range hexes {
+		if err := file("blobs/sha256/"+h, blobs[h]); err != nil {
+			return err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return err

@@ -33,6 +33,8 @@ type member struct {
 	sha256 string
 	// mediaType is what a small image blob says it is (digest check).
 	mediaType string
+	// info is what a manifest or index blob holds (SBOM check).
+	info *ManifestInfo
 }
 
 // archiveResult is everything the single pass collects.
@@ -192,6 +194,9 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 		hs.End(m)
 		if blob != nil {
 			m.mediaType = sniffMediaType(blob.Bytes())
+			if kindOf(m.mediaType) != "" {
+				m.info, _ = ParseManifestInfo(blob.Bytes())
+			}
 		}
 		if kept != nil {
 			a.control[name] = kept.Bytes()

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/testpkg"
 )
 
 // Seeds come from the committed zarf-built packages where they exist, so the
@@ -201,6 +203,94 @@ func FuzzParseImageRef(f *testing.F) {
 		q, err := ParseImageRef(p.String())
 		if err != nil || q != p {
 			t.Fatalf("%q normalizes to %q, which parses to %+v (%v)", s, p.String(), q, err)
+		}
+	})
+}
+
+// FuzzParseManifestInfo: a manifest or index from an untrusted package
+// parses into a bounded summary, and a manifest is a container image only
+// when every layer it names is a container layer.
+func FuzzParseManifestInfo(f *testing.F) {
+	f.Add([]byte(`{"schemaVersion":2,"mediaType":"` + MediaTypeOCIManifest + `","config":{"mediaType":"` + MediaTypeFluxConfig + `"},"layers":[{"mediaType":"` + MediaTypeFluxContent + `"}]}`))
+	f.Add([]byte(`{"schemaVersion":2,"config":{"mediaType":"` + MediaTypeFluxConfig + `"},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip"}]}`))
+	f.Add([]byte(`{"schemaVersion":2,"mediaType":"` + MediaTypeOCIIndex + `","manifests":[{"mediaType":"` + MediaTypeOCIManifest + `","digest":"sha256:` + sha + `"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, err := ParseManifestInfo(b)
+		if err != nil {
+			return
+		}
+		var doc struct {
+			Layers []struct {
+				MediaType string `json:"mediaType"`
+			} `json:"layers"`
+		}
+		_ = json.Unmarshal(b, &doc)
+		switch info.Kind {
+		case "manifest":
+			container := true
+			for _, l := range doc.Layers {
+				container = container && containerLayerTypes[l.MediaType]
+			}
+			if info.Container != container || len(info.LayerMediaTypes) > maxLayerTypes || len(info.Children) > 0 {
+				t.Fatalf("manifest %s parsed as %+v", b, info)
+			}
+		case "index":
+			if info.Container || len(info.Children) > maxIndexChildren {
+				t.Fatalf("index %s parsed as %+v", b, info)
+			}
+			for _, c := range info.Children {
+				if !sha256Digest.MatchString(c.Digest) {
+					t.Fatalf("child digest %q", c.Digest)
+				}
+			}
+		default:
+			t.Fatalf("kind %q", info.Kind)
+		}
+	})
+}
+
+// FuzzSBOMRule runs zarf's SBOM rule on an arbitrary zarf.yaml,
+// images/index.json and one blob stored under its own digest: it never
+// panics, and it exempts an image from its SBOM only when the blob its
+// index entry names is a manifest with a layer that is not a container
+// layer.
+func FuzzSBOMRule(f *testing.F) {
+	man := []byte(`{"schemaVersion":2,"mediaType":"` + MediaTypeOCIManifest + `","config":{"mediaType":"` + MediaTypeFluxConfig + `"},"layers":[{"mediaType":"` + MediaTypeFluxContent + `"}]}`)
+	f.Add([]byte("kind: ZarfPackageConfig\nmetadata:\n  name: a\ncomponents:\n- name: c\n  images: [localhost:5001/krops-config:latest]\n"),
+		[]byte(`{"schemaVersion":2,"manifests":[{"mediaType":"`+MediaTypeOCIManifest+`","digest":"sha256:`+testpkg.SHA256(man)+`","annotations":{"org.opencontainers.image.ref.name":"localhost:5001/krops-config:latest"}}]}`), man)
+	// The package krops' shape, as zarf built it: each manifest blob with
+	// its zarf.yaml and index.
+	if a, err := testpkg.ReadFile("../../testdata/packages/krops/zarf-package-krops-shaped-amd64-1.0.0.tar.zst"); err == nil {
+		for _, m := range a.Members {
+			if strings.HasPrefix(m.Header.Name, imageBlobPrefix) && kindOf(sniffMediaType(m.Data)) != "" {
+				f.Add(a.Get(controlZarfYAML).Data, a.Get(controlImageIndex).Data, m.Data)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, zy, idx, blob []byte) {
+		pkg, err := ParseZarfYAML(zy)
+		if err != nil {
+			return
+		}
+		a := &archiveResult{members: map[string]*member{}, control: map[string][]byte{controlImageIndex: idx}, controlErr: map[string]error{}}
+		h := testpkg.SHA256(blob)
+		m := &member{sha256: h, mediaType: sniffMediaType(blob)}
+		if kindOf(m.mediaType) != "" {
+			m.info, _ = ParseManifestInfo(blob)
+		}
+		a.members[imageBlobPrefix+h] = m
+		arts := sbomFreeImages(pkg, a)
+		if len(arts) == 0 {
+			return
+		}
+		info, err := ParseManifestInfo(blob)
+		if err != nil || info.Kind != "manifest" || info.Container {
+			t.Fatalf("exempted %+v with blob %s (%+v, %v)", arts, blob, info, err)
+		}
+		for _, art := range arts {
+			if art.Digest != "sha256:"+h || art.Kind != artifactKind(info.ConfigMediaType) {
+				t.Fatalf("artifact %+v, blob %s", art, h)
+			}
 		}
 	})
 }

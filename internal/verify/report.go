@@ -69,6 +69,9 @@ type Signer struct {
 // SBOMInfo summarises the SBOM documents read.
 type SBOMInfo struct {
 	Documents int `json:"documents"`
+	// Artifacts are the images that are OCI artifacts, not container
+	// images: zarf makes no SBOM for them and none is expected.
+	Artifacts []SBOMArtifact `json:"artifacts,omitempty"`
 }
 
 // Staged records where a verified package was staged.
@@ -190,6 +193,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		if c.Name == CheckDigests && r.Digests != nil {
 			for _, o := range r.Digests.Offenders {
 				fmt.Fprintf(&b, "    ✗ %s (%s): %s\n", o.Image, strings.Join(o.Components, ", "), o.Problem)
+			}
+		}
+		if c.Name == CheckSBOM {
+			for _, a := range r.SBOM.Artifacts {
+				fmt.Fprintf(&b, "    · %s: %s %s (config %s, layers %s), not a container image: no SBOM expected\n",
+					a.Image, a.Kind, a.Digest, a.ConfigMediaType, strings.Join(a.LayerMediaTypes, ", "))
 			}
 		}
 	}

@@ -233,16 +233,20 @@ func NormalizeImageRef(ref string) string {
 	return out
 }
 
-// missingSBOMs returns the images and file components that have no SBOM
-// document among docs. An image matches its own document or a per-platform
-// one ("<ref>-<os>-<arch>[-<variant>]").
-func missingSBOMs(p *ZarfPackage, docs []string) []string {
+// missingSBOMs returns the container images and file components that have
+// no SBOM document among docs; images named in free (normalized) are OCI
+// artifacts that need none. An image matches its own document or a
+// per-platform one ("<ref>-<os>-<arch>[-<variant>]").
+func missingSBOMs(p *ZarfPackage, docs []string, free map[string]bool) []string {
 	have := map[string]bool{}
 	for _, d := range docs {
 		have[d] = true
 	}
 	var missing []string
 	for _, img := range p.Images {
+		if free[NormalizeImageRef(img)] {
+			continue
+		}
 		base := sbomFileName(NormalizeImageRef(img))
 		stem := strings.TrimSuffix(base, ".json")
 		ok := have[base]

@@ -293,14 +293,34 @@ func (v *Verifier) checkSBOM(r *Report, a *archiveResult, pkg *ZarfPackage) {
 	case a.sbom.err != nil:
 		r.set(CheckSBOM, Fail, "%v", a.sbom.err)
 		return
-	case len(a.sbom.documents) == 0:
-		r.set(CheckSBOM, Fail, "sboms.tar holds no Syft JSON document")
-		return
+	}
+	// Zarf's rule: an SBOM for each container image and each component with
+	// files or data injections; none for an OCI artifact that is not a
+	// container image (a Flux artifact, a Helm chart).
+	r.SBOM.Artifacts = sbomFreeImages(pkg, a)
+	free := map[string]bool{}
+	for _, art := range r.SBOM.Artifacts {
+		free[NormalizeImageRef(art.Image)] = true
 	}
 	r.SBOM.Documents = len(a.sbom.documents)
-	if missing := missingSBOMs(pkg, a.sbom.documents); len(missing) > 0 {
-		r.set(CheckSBOM, Fail, "no SBOM document for %s", strings.Join(missing, ", "))
-		return
+	missing := missingSBOMs(pkg, a.sbom.documents, free)
+	artifacts := ""
+	switch n := len(r.SBOM.Artifacts); {
+	case n == 1:
+		artifacts = "; 1 OCI artifact, not a container image, needs none"
+	case n > 1:
+		artifacts = fmt.Sprintf("; %d OCI artifacts, not container images, need none", n)
 	}
-	r.set(CheckSBOM, Pass, "%d Syft JSON documents; every image and file component has one", len(a.sbom.documents))
+	switch {
+	case len(missing) > 0:
+		r.set(CheckSBOM, Fail, "no SBOM document for %s", strings.Join(missing, ", "))
+	case len(a.sbom.documents) == 0 && len(r.SBOM.Artifacts) == 0:
+		r.set(CheckSBOM, Fail, "sboms.tar holds no Syft JSON document")
+	case len(a.sbom.documents) == 0:
+		r.set(CheckSBOM, Pass, "no Syft JSON document, and none is needed%s", artifacts)
+	case artifacts != "":
+		r.set(CheckSBOM, Pass, "%d Syft JSON documents; every container image and file component has one%s", len(a.sbom.documents), artifacts)
+	default:
+		r.set(CheckSBOM, Pass, "%d Syft JSON documents; every image and file component has one", len(a.sbom.documents))
+	}
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Regenerates testdata/packages/krops with the real zarf: a package with the
+# shape of the one krops builds (testdata/src/krops/zarf.yaml): a container
+# image, the workload cluster's configuration (testdata/src/krops/config) as
+# a Flux OCI artifact among its images, and a file applied by an onDeploy
+# action. Both images come through imageArchives (no registry here);
+# hack/gentestdata makes the artifact as `flux push artifact` does, byte for
+# byte the same on every build. Signed with the test key (password
+# "testpass"); an unsigned copy and tampered variants beside it.
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+zarf="${ZARF:-$root/bin/testbin/zarf}"
+out="$root/testdata/packages/krops"
+src="$root/testdata/src/krops"
+keys="$root/testdata/keys"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+gen() { go run "$root/hack/gentestdata" "$@"; }
+create() { # OUTDIR [zarf flags...]
+  local dest="$1"
+  shift
+  mkdir -p "$dest"
+  "$zarf" package create "$work/pkg" --confirm -a amd64 -o "$dest" --no-color --log-level warn \
+    --cache "$work/cache" --tmpdir "$work" "$@"
+}
+
+rm -rf "$out"
+mkdir -p "$out/unsigned" "$out/tampered" "$work/pkg"
+cp "$src/zarf.yaml" "$src/flux-instance.yaml" "$work/pkg/"
+gen oci-image "$work/pkg/demo-image.tar" docker.io/library/demo-app:1.0.0 amd64
+artifact=$(gen flux-artifact "$work/pkg/config-artifact.tar" localhost:5001/krops-config:latest "$src/config" \
+  https://example.com/krops-config.git main@sha1:0000000000000000000000000000000000000000)
+create "$out" --signing-key "$keys/cosign.key" --signing-key-pass testpass
+create "$out/unsigned"
+
+name="zarf-package-krops-shaped-amd64-1.0.0.tar.zst"
+# The Flux artifact's content changed after signing.
+gen tamper flux-layer-modified "$out/$name" "$out/tampered/flux-layer-modified.tar.zst"
+# The container image's SBOM removed (checksums made consistent again, so
+# only the SBOM check fails; unsigned, as the signature would fail first).
+gen tamper sbom-missing-image "$out/unsigned/$name" "$out/tampered/sbom-missing-image.tar.zst"
+echo "config artifact $artifact" >"$out/README"
+du -sh "$out"
