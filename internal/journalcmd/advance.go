@@ -252,7 +252,9 @@ func (x *run) step() error {
 	var err error
 	switch x.r.strategy {
 	case journal.InPlace:
-		err = x.inPlace()
+		err = x.linearRun(inPlaceRun)
+	case journal.Recreate:
+		err = x.linearRun(recreateRun)
 	default:
 		return kcli.Usage("advance: %s is run by its script", x.r.strategy)
 	}
@@ -409,12 +411,15 @@ func (x *run) killPoint() {
 }
 
 // runStep runs plugin name with args as the journal step phase ("": a step
-// that records only) (skipped when done, redone
+// that records only; "!PATH": the program PATH) (skipped when done, redone
 // when interrupted): journal run.
 func (x *run) runStep(p journal.Phase, name string, args ...string) bool {
 	x.evidence()
 	prog := "true" // a step that records only
-	if name != "" {
+	switch {
+	case strings.HasPrefix(name, "!"):
+		prog = name[1:] // a program by its path (recreate.sh --build)
+	case name != "":
 		prog = pluginBin(name)
 	}
 	return x.call("journal", append([]string{"run", string(p), "--", prog}, args...)...) == 0

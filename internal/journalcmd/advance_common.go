@@ -287,3 +287,30 @@ func (x *run) offlineCheck(getenv func(string) string) error {
 	x.warn("once offline, run: %s", x.rerun())
 	return x.finish(code, "the offline check refused; the transaction stays open")
 }
+
+// confirmLosses: before what discards slot, list what it holds
+// (PersistentVolumeClaims, registry content, workload clusters), recorded
+// in the journal; when there is any, a terminal asks, and without one it
+// refuses unless --yes was given. A refusal changes nothing: the run ends
+// with its code (2 names --yes).
+func (x *run) confirmLosses(slot, what string) error {
+	args := []string{"losses", slot}
+	if x.r.yes {
+		args = append(args, "--yes")
+	}
+	code := x.quiet(nil, "slot", args...)
+	switch code {
+	case 0:
+		return nil
+	case 1, 2:
+		x.fail(what + " would discard what slot " + slot + " holds (listed above); nothing was changed")
+		return x.finish(code, "not confirmed: run again with --yes to discard it")
+	}
+	// Not a question: the list could not be made or recorded (a full
+	// disk, the state dir unwritable, a conflict), or the discard is
+	// refused (a workload cluster the slot's destroy would leave running,
+	// unowned). --yes would not help.
+	x.fail(fmt.Sprintf("%s: what slot %s holds could not be listed and recorded, or its discard is refused (kubectl bundle-slot losses exited %d: the error above says why); nothing was changed", what, slot, code))
+	x.warn("once that is fixed (a full disk: free space in the state dir), run again: %s", x.rerun())
+	return x.finish(code, "the list of what slot "+slot+" holds could not be written: nothing was changed")
+}

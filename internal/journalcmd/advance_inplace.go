@@ -1,17 +1,96 @@
 package journalcmd
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 )
 
-// inPlace is in-place.sh's run, one step a call: deploy the update into
-// the active slot, gate it, commit; on a failed deploy or gate, redeploy
-// the previous package into the same slot (best effort). A deploy
-// interrupted once is done again, twice restores.
-func (x *run) inPlace() error {
-	switch x.sc.PC {
+// linear is a strategy that changes the active slot itself, step after
+// step (in-place, recreate): on a failure it recovers the same slot with
+// the previous package and gates it again.
+type linear struct {
+	// verb is what the strategy does to the active slot ("updates").
+	verb string
+	// untouched is what a failure before any change says.
+	untouched string
+	// nothingTo ends "no previous package is recorded for slot A: ".
+	nothingTo string
+	recovery  journal.Phase
+	// says is what the run says before the recovery step first runs.
+	says func(t *journal.Transaction) string
+	// recover is the recovery step's command.
+	recover func(x *run, t *journal.Transaction) (string, []string)
+	// recovered is what the recovery did to slot.
+	recovered func(slot string) string
+	// steps are the steps between the verification and the gate.
+	steps []linearStep
+}
+
+type linearStep struct {
+	phase journal.Phase
+	// losses: what the step discards is listed and confirmed first.
+	losses bool
+	cmd    func(x *run, t *journal.Transaction) (string, []string)
+	failed func(slot string) string
+	passed func(slot string) string
+}
+
+var inPlaceRun = linear{
+	verb: "updates", untouched: "nothing was deployed", nothingTo: "nothing to restore", recovery: journal.Restoring,
+	says: func(t *journal.Transaction) string {
+		return fmt.Sprintf("BEST EFFORT: redeploying the previous package %s into slot %s (in-place cannot guarantee it comes back as it was)", short(t.Fallback), t.Slots.Active)
+	},
+	recover: func(x *run, t *journal.Transaction) (string, []string) {
+		return "slot", append([]string{"deploy", t.Slots.Active, t.Fallback}, x.r.deploy...)
+	},
+	recovered: func(slot string) string { return "previous package redeployed into slot " + slot + " (best effort)" },
+	steps: []linearStep{{
+		phase: journal.Deploying,
+		cmd: func(x *run, t *journal.Transaction) (string, []string) {
+			return "slot", append([]string{"deploy", t.Slots.Active, t.Target}, x.r.deploy...)
+		},
+		failed: func(slot string) string { return "deploying into slot " + slot },
+		passed: func(slot string) string { return "package deployed into slot " + slot },
+	}},
+}
+
+var recreateRun = linear{
+	verb: "rebuilds", untouched: "nothing was torn down", nothingTo: "nothing to rebuild with", recovery: journal.BuildingFallback,
+	says: func(t *journal.Transaction) string {
+		return fmt.Sprintf("rebuilding slot %s with the previous package %s", t.Slots.Active, short(t.Fallback))
+	},
+	recover: func(x *run, t *journal.Transaction) (string, []string) {
+		return "!" + x.r.script, append([]string{"--build", t.Slots.Active, t.Fallback}, x.r.deploy...)
+	},
+	recovered: func(slot string) string { return "slot " + slot + " rebuilt with the previous package" },
+	steps: []linearStep{{
+		phase: journal.Teardown, losses: true,
+		// Confirmed first (or the step is done): destroy does not ask again.
+		cmd: func(x *run, t *journal.Transaction) (string, []string) {
+			return "slot", []string{"destroy", t.Slots.Active, "--force", "--yes"}
+		},
+		failed: func(slot string) string { return "tearing down slot " + slot },
+		passed: func(slot string) string { return "slot " + slot + " torn down" },
+	}, {
+		phase: journal.Building,
+		// One journal step, so it runs as its own process: recreate.sh --build.
+		cmd: func(x *run, t *journal.Transaction) (string, []string) {
+			return "!" + x.r.script, append([]string{"--build", t.Slots.Active, t.Target}, x.r.deploy...)
+		},
+		failed: func(slot string) string { return "building slot " + slot },
+		passed: func(slot string) string { return "slot " + slot + " built with the package" },
+	}},
+}
+
+// linearRun is the run of l, one step a call.
+func (x *run) linearRun(l linear) error {
+	t := x.txn()
+	if t == nil && x.sc.PC != "" {
+		return x.refuse(3, "the transaction this run began is not open any more (kubectl bundle-journal log says what closed it): run the script again")
+	}
+	switch pc := x.sc.PC; pc {
 	case "":
 		if err := x.requireUpdate(); err != nil {
 			return err
@@ -19,56 +98,46 @@ func (x *run) inPlace() error {
 		if err := x.checkGateFile(x.r.pkg); err != nil {
 			return err
 		}
-		if err := x.beginOnActive("updates"); err != nil {
+		if err := x.beginOnActive(l.verb); err != nil {
 			return err
 		}
 		return x.goTo("resume")
 	case "resume":
-		t := x.txn()
 		switch {
-		case t.Phase == journal.Restoring || t.Phase == journal.Restored:
-			if x.donePhase(journal.Restoring) {
-				x.recovering("resuming after RESTORING (done): the restored slot " + t.Slots.Active + " is gated again")
+		case t.Phase == l.recovery || t.Phase == journal.Restored:
+			if x.donePhase(l.recovery) {
+				x.recovering(fmt.Sprintf("resuming after %s (done): the restored slot %s is gated again", l.recovery, t.Slots.Active))
 			} else {
-				x.recovering("resuming an interrupted RESTORING")
+				x.recovering("resuming an interrupted " + string(l.recovery))
 			}
-			return x.goTo("restore")
+			return x.goTo("recover")
 		case t.Phase == journal.Committed:
 			x.call("journal", "end", "-q")
 			x.pass("update committed")
 			return x.finish(0, "")
 		case t.Status == journal.StatusFailed:
 			x.recovering(string(t.Phase) + " failed before: " + t.LastError)
-			return x.goTo("restore")
+			return x.goTo("recover")
 		}
-		// U4: a deploy killed once is deployed again; killed twice, the
-		// journal says restore (docs/strategies.md: in-place after a crash).
+		// U4 (in place): a deploy killed once is deployed again; killed
+		// twice, the journal says restore (docs/strategies.md).
 		if n := journal.Next(t); n.Restore {
 			x.recovering(n.Why)
-			return x.goTo("restore")
+			return x.goTo("recover")
 		}
 		if err := x.offlineCheck(os.Getenv); err != nil {
 			return err
 		}
 		return x.goTo("verify")
 	case "verify":
-		t := x.txn()
 		if !x.runStep(journal.Verified, "verify", append(append([]string{"--stage", "-q"}, x.r.verify...), x.r.pkg)...) {
-			return x.failed("verification of "+x.r.pkg, "restore")
+			return x.failed("verification of "+x.r.pkg, "recover")
 		}
 		x.pass("package verified and staged (" + t.Target + ")")
-		return x.goTo("deploy")
-	case "deploy":
-		t := x.txn()
-		if !x.runStep(journal.Deploying, "slot", append([]string{"deploy", t.Slots.Active, t.Target}, x.r.deploy...)...) {
-			return x.failed("deploying into slot "+t.Slots.Active, "restore")
-		}
-		x.pass("package deployed into slot " + t.Slots.Active)
-		return x.goTo("gate")
+		return x.goTo("0")
 	case "gate":
-		t := x.txn()
 		if !x.runStep(journal.Healthy, "gate", append([]string{"--slot", t.Slots.Active, "--record"}, x.r.gate...)...) {
-			return x.failed("gate of slot "+t.Slots.Active, "restore")
+			return x.failed("gate of slot "+t.Slots.Active, "recover")
 		}
 		x.pass("slot " + t.Slots.Active + " passed its gate")
 		return x.goTo("commit")
@@ -77,26 +146,45 @@ func (x *run) inPlace() error {
 		x.call("journal", "end", "-q")
 		x.pass("update committed")
 		return x.finish(0, "")
-	case "restore":
-		t := x.txn()
-		if err := x.closeIfUntouched("nothing was deployed; slot " + t.Slots.Active + " untouched"); err != nil {
+	case "recover":
+		if err := x.closeIfUntouched(l.untouched + "; slot " + t.Slots.Active + " untouched"); err != nil {
 			return err
 		}
 		if t.Fallback == "" {
-			x.fail("no previous package is recorded for slot " + t.Slots.Active + ": nothing to restore")
+			x.fail("no previous package is recorded for slot " + t.Slots.Active + ": " + l.nothingTo)
 			return x.finish(3, "")
 		}
-		if !x.donePhase(journal.Restoring) {
-			x.say("BEST EFFORT: redeploying the previous package %s into slot %s (in-place cannot guarantee it comes back as it was)", short(t.Fallback), t.Slots.Active)
+		if !x.donePhase(l.recovery) {
+			x.say("%s", l.says(t))
 		}
-		if !x.runStep(journal.Restoring, "slot", append([]string{"deploy", t.Slots.Active, t.Fallback}, x.r.deploy...)...) {
-			x.fail("previous package redeployed into slot " + t.Slots.Active + " (best effort): the recovery step failed")
+		name, args := l.recover(x, t)
+		if !x.runStep(l.recovery, name, args...) {
+			x.fail(l.recovered(t.Slots.Active) + ": the recovery step failed")
 			return x.finish(3, "")
 		}
-		return x.goTo("restored")
-	case "restored":
-		t := x.txn()
-		return x.recoverGate(journal.Restoring, t.Slots.Active, "previous package redeployed into slot "+t.Slots.Active+" (best effort)")
+		return x.goTo("recovered")
+	case "recovered":
+		return x.recoverGate(l.recovery, t.Slots.Active, l.recovered(t.Slots.Active))
+	default:
+		var i int
+		if _, err := fmt.Sscanf(pc, "%d", &i); err != nil || i < 0 || i >= len(l.steps) {
+			break
+		}
+		st := l.steps[i]
+		if st.losses && !x.donePhase(st.phase) {
+			if err := x.confirmLosses(t.Slots.Active, "the teardown"); err != nil {
+				return err
+			}
+		}
+		name, args := st.cmd(x, t)
+		if !x.runStep(st.phase, name, args...) {
+			return x.failed(st.failed(t.Slots.Active), "recover")
+		}
+		x.pass(st.passed(t.Slots.Active))
+		if i+1 < len(l.steps) {
+			return x.goTo(fmt.Sprint(i + 1))
+		}
+		return x.goTo("gate")
 	}
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
 }
