@@ -255,6 +255,8 @@ func (x *run) step() error {
 		err = x.linearRun(inPlaceRun)
 	case journal.Recreate:
 		err = x.linearRun(recreateRun)
+	case journal.BlueGreen:
+		err = x.blueGreen()
 	default:
 		return kcli.Usage("advance: %s is run by its script", x.r.strategy)
 	}

@@ -552,5 +552,29 @@ func (d *Dir) OwnRun() *Holder {
 	if own, err := inheritedRun(p); err != nil || !own {
 		return nil
 	}
+	// Read through the run's own descriptor: a run.lock removed from
+	// outside (and perhaps made again by another) is not this run's.
+	if fd, err := strconv.Atoi(os.Getenv(EnvRunFD)); err == nil {
+		if h := readHolderFD(fd); h != nil {
+			return h
+		}
+	}
 	return readHolder(p)
+}
+
+// readHolderFD is the holder written on the open run lock fd (nil: none).
+func readHolderFD(fd int) *Holder {
+	b := make([]byte, 4096)
+	n, err := syscall.Pread(fd, b, 0)
+	if err != nil || n == 0 {
+		return nil
+	}
+	if i := bytes.IndexByte(b[:n], '\n'); i >= 0 {
+		n = i
+	}
+	var h Holder
+	if json.Unmarshal(b[:n], &h) != nil || h.PID == 0 {
+		return nil
+	}
+	return &h
 }
