@@ -126,25 +126,7 @@ func (d *done) Error() string { return fmt.Sprintf("the run ended with %d", d.co
 // hold takes the run lock on the script's descriptor fd, naming the run
 // by the line that re-runs it.
 func (x *run) hold(fd int) error {
-	h := state.Holder{PID: os.Getppid(), Command: x.rerun().String(), Since: time.Now().UTC(), Start: state.ProcStart(os.Getppid())}
-	if err := x.d.HoldRun(fd, h); err != nil {
-		if errors.As(err, new(*state.RunLockedError)) {
-			return err
-		}
-		return kinded(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		l, err := x.d.Lock()
-		if err == nil {
-			return l.Unlock()
-		}
-		var le *state.LockedError
-		if !errors.As(err, &le) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return holdRun(x.d, fd, x.rerun().String())
 }
 
 // load reads the run's scratch (a fresh one for a new run) and sets up

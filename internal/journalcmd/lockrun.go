@@ -14,8 +14,8 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
-// lockRunCommand is what the strategy scripts call first (scripts/lib.sh,
-// hold_run): the state dir is owned by the script's live process for its
+// lockRunCommand gives the strategy scripts the run lock's path to open
+// (scripts/lib.sh, drive; advance --hold takes it): the state dir is owned by the script's live process for its
 // whole run. Hidden: operators never call it.
 func lockRunCommand(streams kcli.IOStreams) *cli.Command {
 	return &cli.Command{
@@ -56,9 +56,14 @@ func lockRun(streams kcli.IOStreams, cmd *cli.Command) error {
 	if command == "" {
 		command = parentCommand()
 	}
-	// The script is this call's parent: it holds the lock, not this process.
-	// Its pid, command and start are written under the lock: what names
-	// it to every other process, on every system (no /proc needed).
+	return holdRun(d, fd, command)
+}
+
+// holdRun takes the run lock on the script's descriptor fd for its whole
+// run. The script is this call's parent: it holds the lock, not this
+// process. Its pid, command and start are written under the lock: what
+// names it to every other process, on every system (no /proc needed).
+func holdRun(d *state.Dir, fd int, command string) error {
 	h := state.Holder{PID: os.Getppid(), Command: command, Since: time.Now().UTC(), Start: state.ProcStart(os.Getppid())}
 	if err := d.HoldRun(fd, h); err != nil {
 		if errkind.Of(err) != errkind.Unknown {

@@ -252,7 +252,7 @@ func withStateDir(d *state.Dir, n journal.NextStep) journal.NextStep {
 
 // gateFileErr says why the gate file t was begun with (journal begin
 // --gate) cannot be read, nil when it can or t has none: a script run
-// with it refuses until it is back (check_gate_file).
+// with it refuses until it is back (the run's checkGateFile).
 func gateFileErr(t *journal.Transaction) error {
 	if t.Gate == nil || t.Gate.File == "" {
 		return nil
