@@ -121,7 +121,28 @@ func NewRun(h Harness, cfg Config, files *Files, seed uint64, c *Counters) *Run 
 	if c.Kills == nil {
 		c.Kills = map[string]int{}
 	}
+	files.Forget()
 	return &Run{Files: files, H: h, Cfg: cfg, Rng: newRand(seed), C: c, kg: map[string]string{}, damaged: map[string]bool{}}
+}
+
+// exec, printed and plugin run a command through the harness: any file
+// may change while it runs.
+func (r *Run) exec(p Parsed, argv []string) (Result, *Violation) {
+	r.Forget()
+	defer r.Forget()
+	return r.H.Exec(r, p, argv)
+}
+
+func (r *Run) printed(what, line string) (Result, *Violation) {
+	r.Forget()
+	defer r.Forget()
+	return r.H.RunPrinted(r, what, line)
+}
+
+func (r *Run) plugin(argv ...string) Result {
+	r.Forget()
+	defer r.Forget()
+	return r.H.Plugin(argv...)
 }
 
 // Logf adds a line to what happened.
@@ -221,6 +242,7 @@ func (r *Run) Step(line string) *Violation {
 				}
 			}
 		}
+		r.Forget()
 		if err != nil {
 			return r.Fail("setup", "%s: %v", line, err)
 		}
@@ -249,7 +271,9 @@ func (r *Run) Step(line string) *Violation {
 			return r.Fail("I3", "the command an error printed does not run as printed: %s: %s\n%s", cmd, res, Tail(res.Out))
 		}
 	default:
-		if handled, v := r.H.Op(r, f); handled {
+		handled, v := r.H.Op(r, f)
+		r.Forget()
+		if handled {
 			return v
 		}
 		p, err := ParseOp(line)
@@ -258,8 +282,7 @@ func (r *Run) Step(line string) *Violation {
 		}
 		argv = r.H.Expand(p.Argv)
 		site := r.Fingerprint()
-		var v *Violation
-		res, v = r.H.Exec(r, p, argv)
+		res, v = r.exec(p, argv)
 		if v != nil {
 			return v
 		}
@@ -303,7 +326,7 @@ func (r *Run) Step(line string) *Violation {
 // to its end (a script, a gate that still fails: nothing to check) or
 // broke an invariant (v).
 func (r *Run) repairAsPrinted(what, cmd string) (Result, bool, *Violation) {
-	res, v := r.H.RunPrinted(r, what, cmd)
+	res, v := r.printed(what, cmd)
 	if v != nil || res.Code == CodeNotRun || res.Code == CodeGateFails {
 		return res, false, v
 	}
@@ -559,7 +582,7 @@ type SwitchStatus struct {
 }
 
 func (r *Run) switchStatus() (SwitchStatus, Result) {
-	res := r.H.Plugin("kubectl-bundle-switch", "status", "-o", "json")
+	res := r.plugin("kubectl-bundle-switch", "status", "-o", "json")
 	var st SwitchStatus
 	if res.Code == 0 {
 		_ = json.Unmarshal([]byte(res.Out), &st)
@@ -668,7 +691,7 @@ type journalView struct {
 }
 
 func (r *Run) journalStatus() (journalView, Result, error) {
-	res := r.H.Plugin("kubectl-bundle-journal", "status", "-o", "json")
+	res := r.plugin("kubectl-bundle-journal", "status", "-o", "json")
 	var jv journalView
 	err := json.Unmarshal([]byte(res.Out), &jv)
 	return jv, res, err
@@ -727,7 +750,7 @@ func (r *Run) Chase(bound int, asOp bool) *Violation {
 			return r.Fail("I3", "transaction %s in %s (%s) and journal status prints no next command", jv.Transaction.ID, jv.Transaction.Phase, jv.Transaction.Status)
 		}
 		cmd := jv.Next.Command
-		res, v := r.H.RunPrinted(r, "next", cmd)
+		res, v := r.printed("next", cmd)
 		if v != nil {
 			return v
 		}
@@ -805,10 +828,10 @@ func (r *Run) Settle() *Violation {
 		}
 		// The damage report of journal status, else of a mutating command
 		// that changes nothing (destroying a slot that does not exist).
-		res := r.H.Plugin("kubectl-bundle-journal", "status")
+		res := r.plugin("kubectl-bundle-journal", "status")
 		adv := DamageAdvice(res.Out, r.lastActive)
 		if res.Code != 3 || adv == "" {
-			res = r.H.Plugin("kubectl-bundle-slot", "destroy", "zz-none")
+			res = r.plugin("kubectl-bundle-slot", "destroy", "zz-none")
 			adv = DamageAdvice(res.Out, r.lastActive)
 		}
 		if adv == "" {
@@ -833,7 +856,7 @@ func (r *Run) Settle() *Violation {
 			return r.Fail("I2", "the aliases point at %q and %q, the active slot is %s, and switch status names no repair (%s)", kube, reg, active, res)
 		}
 		pre := r.observe()
-		fix, v := r.H.RunPrinted(r, "repair", st.Next)
+		fix, v := r.printed("repair", st.Next)
 		if v != nil {
 			return v
 		}

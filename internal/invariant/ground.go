@@ -3,7 +3,6 @@ package invariant
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -20,7 +19,7 @@ type Ground struct {
 
 // Ground reads the fake machine (parsed again only when it changed).
 func (f *Files) Ground() (*Ground, error) {
-	b, err := os.ReadFile(filepath.Join(f.Root, "fakes", "state.json"))
+	b, err := f.readFile(filepath.Join(f.Root, "fakes", "state.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +57,7 @@ func (g *Ground) SlotPackage(sl string) string {
 // point on the machine ("" when nowhere, "both" when the registry alias
 // is on both).
 func (f *Files) Aliases() (kube, registry string) {
-	if b, err := os.ReadFile(filepath.Join(f.Root, "kubeconfig")); err == nil {
+	if b, err := f.readFile(filepath.Join(f.Root, "kubeconfig")); err == nil {
 		if f.kubeRaw == nil || !bytes.Equal(b, f.kubeRaw) {
 			f.kubeRaw, f.kubeAlias = b, aliasCluster(b)
 		}

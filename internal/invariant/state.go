@@ -54,9 +54,14 @@ type Event struct {
 }
 
 // Files reads one site's state dir (Root/state) and the fake machine
-// beside it (Root/fakes), each file parsed again only when it changed.
+// beside it (Root/fakes). Between two commands nothing changes them but
+// the sequence's own damage: each file is read once in that time (the
+// memo, which Forget empties whenever a command may have run) and the
+// history and the machine are parsed again only when they changed.
 type Files struct {
 	Root string
+
+	memo map[string]memoFile
 
 	histRaw    []byte
 	histEvents []Event
@@ -71,10 +76,36 @@ func (f *Files) State(elem ...string) string {
 	return filepath.Join(append([]string{f.Root, "state"}, elem...)...)
 }
 
+// memoFile is a file as read since the last command: its content (nil
+// when it could not be read), whether it exists, and whether it is a
+// readable regular file.
+type memoFile struct {
+	b             []byte
+	exists, ok    bool
+	follow        bool // read following a symlink (os.ReadFile)
+	followErr     error
+	followContent []byte
+}
+
+// Forget empties the memo: a command may have changed any file.
+func (f *Files) Forget() { clear(f.memo) }
+
 // ReadRegular reads a state file without following a symlink: exists
 // false when there is none, ok false when it is not a readable regular
 // file (damage).
-func ReadRegular(p string) (b []byte, exists, ok bool) {
+func (f *Files) ReadRegular(p string) (b []byte, exists, ok bool) {
+	if m, hit := f.memo[p]; hit {
+		return m.b, m.exists, m.ok
+	}
+	b, exists, ok = readRegular(p)
+	if f.memo == nil {
+		f.memo = map[string]memoFile{}
+	}
+	f.memo[p] = memoFile{b: b, exists: exists, ok: ok}
+	return b, exists, ok
+}
+
+func readRegular(p string) (b []byte, exists, ok bool) {
 	fi, err := os.Lstat(p)
 	if os.IsNotExist(err) {
 		return nil, false, true
@@ -86,9 +117,29 @@ func ReadRegular(p string) (b []byte, exists, ok bool) {
 	return b, true, err == nil
 }
 
+// exists reports whether p exists (as itself: a symlink is).
+func (f *Files) exists(p string) bool {
+	_, exists, _ := f.ReadRegular(p)
+	return exists
+}
+
+// readFile is os.ReadFile of p, read once between two commands.
+func (f *Files) readFile(p string) ([]byte, error) {
+	key := "follow:" + p
+	if m, hit := f.memo[key]; hit {
+		return m.followContent, m.followErr
+	}
+	b, err := os.ReadFile(p)
+	if f.memo == nil {
+		f.memo = map[string]memoFile{}
+	}
+	f.memo[key] = memoFile{follow: true, followContent: b, followErr: err}
+	return b, err
+}
+
 // Record reads slot sl's record: ok false when it is missing or damaged.
 func (f *Files) Record(sl string) (*Record, bool) {
-	b, exists, ok := ReadRegular(f.State("slots", sl+".json"))
+	b, exists, ok := f.ReadRegular(f.State("slots", sl+".json"))
 	if !exists || !ok {
 		return nil, false
 	}
@@ -103,7 +154,7 @@ var slotName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 
 // Pointer reads the active pointer: ok false when it is damaged.
 func (f *Files) Pointer() (string, bool) {
-	b, exists, ok := ReadRegular(f.State("active"))
+	b, exists, ok := f.ReadRegular(f.State("active"))
 	if !exists || !ok {
 		return "", ok
 	}
@@ -117,7 +168,7 @@ func (f *Files) Pointer() (string, bool) {
 // Txn reads transaction.json: nil, true when there is none; ok false when
 // it is damaged.
 func (f *Files) Txn() (*Txn, bool) {
-	b, exists, ok := ReadRegular(f.State("journal", "transaction.json"))
+	b, exists, ok := f.ReadRegular(f.State("journal", "transaction.json"))
 	if !exists || !ok {
 		return nil, ok
 	}
@@ -138,7 +189,7 @@ type switchRecord struct {
 // readSwitch reads switch.json: exists false when there is none, ok false
 // when it is damaged.
 func (f *Files) readSwitch() (sw switchRecord, exists, ok bool) {
-	b, exists, ok := ReadRegular(f.State("switch.json"))
+	b, exists, ok := f.ReadRegular(f.State("switch.json"))
 	if !exists || !ok {
 		return sw, exists, ok
 	}
@@ -173,7 +224,7 @@ func (f *Files) Soaking() (string, bool) {
 
 // History reads the complete lines of history.jsonl.
 func (f *Files) History() []Event {
-	b, err := os.ReadFile(f.State("journal", "history.jsonl"))
+	b, err := f.readFile(f.State("journal", "history.jsonl"))
 	if err != nil {
 		return nil
 	}
@@ -211,13 +262,12 @@ func (f *Files) StillDamaged(target string) bool {
 		// A pointer to a slot with no record: damage, except while a
 		// recreate of that slot rebuilds it.
 		t, _ := f.Txn()
-		_, err := os.Lstat(f.State("slots", a+".json"))
-		return !(os.IsNotExist(err) && t != nil && t.Strategy == "recreate" && t.Slots.Active == a)
+		return !(!f.exists(f.State("slots", a+".json")) && t != nil && t.Strategy == "recreate" && t.Slots.Active == a)
 	case "switch":
 		_, ok := f.Soaking()
 		return !ok
 	case "transaction":
-		if _, err := os.Lstat(f.State("journal", "transaction.json")); os.IsNotExist(err) {
+		if !f.exists(f.State("journal", "transaction.json")) {
 			// Missing while the history shows a transaction begun and
 			// not ended: lost, not "none".
 			open, _ := f.OpenInHistory()
@@ -229,7 +279,7 @@ func (f *Files) StillDamaged(target string) bool {
 		// Lines lost before the transaction's last one, or below the
 		// history's mark when the journal keeps one (a torn last line is
 		// what a crash leaves, and is repaired without asking).
-		if _, err := os.Lstat(f.State("journal", "history.jsonl")); os.IsNotExist(err) {
+		if !f.exists(f.State("journal", "history.jsonl")) {
 			return false // moved aside: a new history starts from the transaction
 		}
 		h := f.History()
@@ -237,7 +287,7 @@ func (f *Files) StillDamaged(target string) bool {
 		if len(h) > 0 {
 			last = h[len(h)-1].Seq
 		}
-		if b, err := os.ReadFile(f.State("journal", "history.mark")); err == nil {
+		if b, err := f.readFile(f.State("journal", "history.mark")); err == nil {
 			var m struct {
 				Seq int64 `json:"seq"`
 			}
@@ -249,7 +299,7 @@ func (f *Files) StillDamaged(target string) bool {
 		return ok && t != nil && last < t.Seq-1
 	}
 	sl := strings.TrimPrefix(target, "slot-")
-	if _, err := os.Lstat(f.State("slots", sl+".json")); os.IsNotExist(err) {
+	if !f.exists(f.State("slots", sl+".json")) {
 		return false
 	}
 	_, ok := f.Record(sl)
@@ -262,7 +312,7 @@ func (f *Files) StillDamaged(target string) bool {
 // history records a switch and a slot's record says it passed its gate.
 func (f *Files) LostPointer() bool {
 	if sw, exists, ok := f.readSwitch(); exists && ok && sw.Target != "" && !(sw.Phase == "SWITCHING" && sw.Previous == "") {
-		if _, err := os.Lstat(f.State("slots", sw.Target+".json")); err == nil || f.CreatedPerHistory(sw.Target) {
+		if f.exists(f.State("slots", sw.Target+".json")) || f.CreatedPerHistory(sw.Target) {
 			return true
 		}
 	}
@@ -381,13 +431,13 @@ func (f *Files) Fingerprint() string {
 	h := sha256.New()
 	for _, p := range []string{f.State("active"), f.State("switch.json"), f.State("journal", "transaction.json"),
 		filepath.Join(f.Root, "fakes", "state.json"), filepath.Join(f.Root, "kubeconfig")} {
-		b, _ := os.ReadFile(p)
+		b, _ := f.readFile(p)
 		h.Write(b)
 		h.Write([]byte{0})
 	}
 	recs, _ := filepath.Glob(f.State("slots", "*.json"))
 	for _, p := range recs {
-		b, _ := os.ReadFile(p)
+		b, _ := f.readFile(p)
 		h.Write([]byte(p))
 		h.Write(b)
 	}
