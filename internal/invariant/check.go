@@ -7,7 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/digest"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // The invariants, checked after every operation (docs/invariant.md):
@@ -293,7 +298,15 @@ func (r *Run) Step(line string) *Violation {
 			// step's exit code, and records the step failed).
 			return r.Fail("U", "%s exited 2 (usage) but changed the site:\n%s", line, Tail(res.Out))
 		}
+		if res.Code != 0 && !res.Killed && slices.Contains(p.Argv, "$NOKUBE") && r.Fingerprint() != site {
+			// A file the command names that does not exist refuses it
+			// before it writes, whatever the exit code.
+			return r.Fail("U", "%s names a kubeconfig that does not exist, failed (exit %d), and changed the site:\n%s", line, res.Code, Tail(res.Out))
+		}
 		if v := r.checkDamageMet(pre, p.Argv, res); v != nil {
+			return v
+		}
+		if v := r.checkClaim(argv, res); v != nil {
 			return v
 		}
 	}
@@ -674,6 +687,77 @@ func Names(argv []string, sl string) bool { return slices.Contains(argv[1:], sl)
 
 // HasFlag reports whether argv holds flag.
 func HasFlag(argv []string, flag string) bool { return slices.Contains(argv, flag) }
+
+// checkClaim: a step that changes a slot, which this command recorded
+// done (journal step or journal run), is borne out by the machine: a
+// recorded step is a claim of what its plugin did, never more (issue 32,
+// class 3).
+func (r *Run) checkClaim(argv []string, res Result) *Violation {
+	if res.Code != 0 || res.Killed || len(argv) < 3 || filepath.Base(argv[0]) != "kubectl-bundle-journal" || (argv[1] != "step" && argv[1] != "run") {
+		return nil
+	}
+	t, _ := r.Txn()
+	if t == nil || t.Phase != argv[2] || t.Status != string(journal.StatusDone) {
+		return nil
+	}
+	jt := &journal.Transaction{Strategy: journal.Strategy(t.Strategy), Target: t.Target, Fallback: t.Fallback,
+		Slots: journal.Slots{Active: t.Slots.Active, Candidate: t.Slots.Candidate}}
+	c, ok := site.StepClaim(jt, journal.Phase(t.Phase))
+	if !ok {
+		return nil
+	}
+	g, err := r.Ground()
+	if err != nil {
+		return r.Fail("setup", "reading the fake machine: %v", err)
+	}
+	got := g.SlotPackage(c.Slot)
+	switch c.Change {
+	case site.ChangeCreate:
+		ok = got != ""
+	case site.ChangeDestroy:
+		ok = got == ""
+	case site.ChangeDeploy:
+		ok = got != "" && got == r.packageNamed(c.Digest)
+	}
+	if ok {
+		return nil
+	}
+	if got == "" {
+		got = "no cluster"
+	}
+	return r.Fail("I4", "%s exited 0 and step %s is recorded done (%s of slot %s), but slot %s holds %s:\n%s", strings.Join(argv, " "), t.Phase, c.Change, c.Slot, c.Slot, got, Tail(res.Out))
+}
+
+// packageNamed is the file name of the site's package ($V1, $V2) whose
+// digest is digest ("" when neither is).
+func (r *Run) packageNamed(digest string) string {
+	for _, p := range r.H.Expand([]string{"$V1", "$V2"}) {
+		if d := fileDigest(p); d != "" && d == strings.TrimPrefix(digest, "sha256:") {
+			return filepath.Base(p)
+		}
+	}
+	return ""
+}
+
+// fileDigest is a file's digest (digest.File), computed once.
+func fileDigest(p string) string {
+	digests.Lock()
+	defer digests.Unlock()
+	if d, ok := digests.m[p]; ok {
+		return d
+	}
+	d, _ := digest.File(p)
+	if digests.m == nil {
+		digests.m = map[string]string{}
+	}
+	digests.m[p] = d
+	return d
+}
+
+var digests struct {
+	sync.Mutex
+	m map[string]string
+}
 
 // flagValue is the word after flag in argv ("" when none).
 func flagValue(argv []string, flag string) string {

@@ -165,6 +165,9 @@ type Gen struct {
 	strategy string
 	phase    int
 	cand     string
+	// queue: operations drawn to follow the last one (Weighted returns
+	// them first).
+	queue []string
 }
 
 // Pick is one of xs.
@@ -181,6 +184,11 @@ type WeightedOp struct {
 
 // Weighted draws one of w in proportion to its weight.
 func (g *Gen) Weighted(w []WeightedOp) string {
+	if len(g.queue) > 0 {
+		next := g.queue[0]
+		g.queue = g.queue[1:]
+		return next
+	}
 	total := 0
 	for _, x := range w {
 		total += x.W
@@ -276,7 +284,14 @@ func (g *Gen) Step() string {
 	g.phase = i + 1
 	switch {
 	case p[1] == "" && st == "blue-green" && p[0] == "SWITCHED":
-		return "kubectl-bundle-switch to " + map[bool]string{true: g.cand, false: "b"}[g.cand != ""]
+		cand := map[bool]string{true: g.cand, false: "b"}[g.cand != ""]
+		if g.Chance(0.15) {
+			// The candidate is gated and ready here: the switch that
+			// names a kubeconfig that does not exist must refuse before
+			// it writes anything (row 6 of docs/invariant.md).
+			return "kubectl-bundle-switch to " + cand + " --kubeconfig $NOKUBE"
+		}
+		return g.switchTo(cand, "")
 	case p[1] == "" && st == "blue-green" && p[0] == "ACCEPTED":
 		return "kubectl-bundle-switch accept"
 	case g.Chance(0.08):
@@ -287,6 +302,18 @@ func (g *Gen) Step() string {
 		return "kubectl-bundle-journal run " + p[0] + " -- " + g.Pick("true", "kubectl-bundle-slot list")
 	}
 	return "kubectl-bundle-journal run " + p[0] + " -- " + g.stepCommand(p[1])
+}
+
+// switchTo is a switch to slot sl; a plain one is sometimes followed by
+// the loss of switch.json during the soak it starts and a change of the
+// revert target (issue 32, class 5: the history keeps it protected).
+func (g *Gen) switchTo(sl, force string) string {
+	if force == "" && g.Chance(0.25) {
+		prev := map[string]string{"a": "b", "b": "a"}[sl]
+		g.queue = append(g.queue, "damage switch delete",
+			g.Pick("kubectl-bundle-slot destroy "+prev+" --yes", "kubectl-bundle-slot deploy "+prev+" $V2"))
+	}
+	return "kubectl-bundle-switch to " + sl + force
 }
 
 // Begin draws a journal begin of any strategy (steps follow it).
@@ -314,7 +341,7 @@ func (g *Gen) PluginOps(stepWeight int) []WeightedOp {
 		{4, func() string { return "kubectl-bundle-slot deploy " + g.Target() + " " + g.Pkg() + g.Force() }},
 		{5, func() string { return "kubectl-bundle-slot destroy " + g.Target() + " --yes" + g.Force() }},
 		{1, func() string { return "kubectl-bundle-slot repair " + g.Slot() }},
-		{5, func() string { return "kubectl-bundle-switch to " + g.Slot() + g.Force() }},
+		{5, func() string { return g.switchTo(g.Slot(), g.Force()) }},
 		{3, func() string { return "kubectl-bundle-switch back" + g.Pick("", "", " --force") }},
 		// A kubeconfig that does not exist (a typo, another machine's path).
 		{1, func() string { return "kubectl-bundle-switch to " + g.Slot() + " --kubeconfig $NOKUBE" + g.Force() }},
