@@ -217,7 +217,7 @@ func (r *Run) Step(line string) *Violation {
 	pre := r.observe()
 	f := strings.Fields(line)
 	var res Result
-	var argv []string
+	var argv, ran []string // ran: an operation's own command, as drawn
 	switch f[0] {
 	case "health":
 		if err := r.H.SetHealth(f[1], f[2] == "ok"); err != nil {
@@ -303,15 +303,20 @@ func (r *Run) Step(line string) *Violation {
 			// before it writes, whatever the exit code.
 			return r.Fail("U", "%s names a kubeconfig that does not exist, failed (exit %d), and changed the site:\n%s", line, res.Code, Tail(res.Out))
 		}
-		if v := r.checkDamageMet(pre, p.Argv, res); v != nil {
+		ran = p.Argv
+	}
+	// I1 first: a known-good slot lost is the promise broken, whatever
+	// else the command did wrong on the way.
+	if v := r.checkI1(pre); v != nil {
+		return v
+	}
+	if ran != nil {
+		if v := r.checkDamageMet(pre, ran, res); v != nil {
 			return v
 		}
 		if v := r.checkClaim(argv, res); v != nil {
 			return v
 		}
-	}
-	if v := r.checkI1(pre); v != nil {
-		return v
 	}
 	if v := r.checkI4(pre, argv, res); v != nil {
 		return v

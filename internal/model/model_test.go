@@ -272,6 +272,9 @@ var knownOpenBugs = []invariant.KnownBug{
 	// journal run of a step already done skips it (exit 0) while the
 	// history is cut from outside.
 	{"run-skips-done-step-past-cut-history", "D: %s exited 0 while %s is damaged", "already done: skipping"},
+	// A destroy without --force removes a slot whose record is damaged
+	// (exit 0) instead of meeting the damage with exit 3.
+	{"destroy-removes-damaged-record", "D: %s exited 0 and silently replaced the damaged %s", "kubectl-bundle-slot destroy"},
 	// journal begin --candidate b exits 0 while b's record is damaged.
 	{"begin-skips-candidate-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-journal begin"},
 }
