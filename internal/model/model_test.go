@@ -57,7 +57,8 @@ func TestModel(t *testing.T) {
 	c := &invariant.Counters{}
 	setup := time.Since(start)
 
-	files, _ := filepath.Glob(filepath.Join("testdata", "model", "*.txtar"))
+	// (newMachine moved the working directory: the repository's path.)
+	files, _ := filepath.Glob(repo("internal", "model", "testdata", "model", "*.txtar"))
 	if os.Getenv("KB_MODEL_REPLAY") == "0" {
 		t.Logf("KB_MODEL_REPLAY=0: the %d kept regressions are not replayed", len(files))
 		files = nil
