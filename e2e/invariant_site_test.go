@@ -3,24 +3,22 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 )
 
 // invSite is the prepared site every sequence of TestInvariant starts from
@@ -32,6 +30,9 @@ type invSite struct {
 	base    *switchSite
 	servers map[string]*kubernetes.Clientset
 	bin     string // holds the kubectl shim
+	// the time the commands took, by kind, and how many ran
+	took  map[string]time.Duration
+	count map[string]int
 }
 
 const kubectlShim = `#!/usr/bin/env bash
@@ -44,7 +45,7 @@ exec "$n" "$@"
 func newInvSite(t *testing.T) *invSite {
 	t.Helper()
 	base := newStrategySite(t)
-	s := &invSite{t: t, base: base, servers: map[string]*kubernetes.Clientset{}}
+	s := &invSite{t: t, base: base, servers: map[string]*kubernetes.Clientset{}, took: map[string]time.Duration{}, count: map[string]int{}}
 	for _, sl := range []string{"a", "b"} {
 		cfg, err := clientConfig(filepath.Join(base.root, "airgap-mgmt-"+sl+".kubeconfig"))
 		if err != nil {
@@ -114,29 +115,21 @@ type seqSite struct {
 	env  []string
 }
 
-func (q *seqSite) state(elem ...string) string {
-	return filepath.Join(append([]string{q.root, "state"}, elem...)...)
-}
+// Healthy reads slot sl's health from its API server.
+func (q *seqSite) Healthy(sl string) bool { return q.inv.healthy(sl) }
 
-// result is how one process ended.
-type result struct {
-	out    string
-	code   int // -1 when killed
-	killed bool
-	took   time.Duration
-}
+// SetHealth heals or breaks slot sl's workload on its API server.
+func (q *seqSite) SetHealth(sl string, ok bool) error { return q.inv.setHealth(sl, ok) }
 
-func (r result) String() string {
-	if r.killed {
-		return "killed"
-	}
-	return fmt.Sprintf("exit %d", r.code)
+// Plugin runs a read-only plugin command and returns its output.
+func (q *seqSite) Plugin(argv ...string) invariant.Result {
+	return q.exec(argv, "", nil, 0, time.Minute)
 }
 
 // exec runs argv (or, with shell set, a command line through bash from the
 // repository's root, as an operator pastes it) in a process group of its
 // own; killAfter > 0 SIGKILLs the group after that long.
-func (q *seqSite) exec(argv []string, shell string, extraEnv []string, killAfter time.Duration, timeout time.Duration) result {
+func (q *seqSite) exec(argv []string, shell string, extraEnv []string, killAfter time.Duration, timeout time.Duration) invariant.Result {
 	var cmd *exec.Cmd
 	if shell != "" {
 		cmd = exec.Command("bash", "-c", shell)
@@ -151,7 +144,7 @@ func (q *seqSite) exec(argv []string, shell string, extraEnv []string, killAfter
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return result{out: err.Error(), code: 127, took: time.Since(start)}
+		return invariant.Result{Out: err.Error(), Code: 127, Took: time.Since(start)}
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -178,126 +171,32 @@ wait:
 	}
 	// Whatever the group started dies with it (a kill reaches every member).
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	r := result{out: buf.String(), took: time.Since(start)}
+	r := invariant.Result{Out: buf.String(), Took: time.Since(start)}
 	_ = os.Remove(filepath.Join(q.root, "kill-counter"))
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			r.killed, r.code = true, -1
+			r.Killed, r.Code = true, -1
 		} else {
-			r.code = ee.ExitCode()
+			r.Code = ee.ExitCode()
 		}
 	default:
-		r.code = 127
-		r.out += err.Error()
+		r.Code = 127
+		r.Out += err.Error()
 	}
 	if timedOut {
-		r.out += fmt.Sprintf("\n(hung: killed after %s)", timeout)
-		r.killed = false
-		r.code = 124
+		r.Out += fmt.Sprintf("\n(hung: killed after %s)", timeout)
+		r.Killed = false
+		r.Code = 124
 	}
 	return r
-}
-
-// plugin runs a read-only plugin command and returns its output.
-func (q *seqSite) plugin(argv ...string) result {
-	return q.exec(argv, "", nil, 0, time.Minute)
-}
-
-// ground is the fake machine as read from $FAKES/state.json: the ground
-// truth of which clusters exist and what was deployed where.
-type ground struct {
-	Containers map[string]json.RawMessage `json:"containers"`
-	Deploys    []struct {
-		Context string `json:"context"`
-		Package string `json:"package"`
-		Partial bool   `json:"partial"`
-	} `json:"deploys"`
-}
-
-func (q *seqSite) ground() (*ground, error) {
-	b, err := os.ReadFile(filepath.Join(q.root, "fakes", "state.json"))
-	if err != nil {
-		return nil, err
-	}
-	g := &ground{}
-	return g, json.Unmarshal(b, g)
-}
-
-// slotPackage is what the machine says slot sl holds: "" when its cluster
-// does not exist, else the package last deployed into its context
-// ("partial:" when that deploy was cut off, "none" when nothing was).
-func (g *ground) slotPackage(sl string) string {
-	if _, ok := g.Containers["airgap-mgmt-"+sl+"-control-plane"]; !ok {
-		return ""
-	}
-	p := "none"
-	for _, d := range g.Deploys {
-		if d.Context == "kind-airgap-mgmt-"+sl {
-			p = d.Package
-			if d.Partial {
-				p = "partial:" + d.Package
-			}
-		}
-	}
-	return p
-}
-
-// aliases is where the kubeconfig alias context and the registry alias
-// point on the machine ("" when nowhere or ambiguous).
-func (q *seqSite) aliases() (kube, registry string) {
-	b, err := os.ReadFile(filepath.Join(q.root, "kubeconfig"))
-	if err == nil {
-		// The alias context names the cluster of the slot it follows.
-		var kc struct {
-			Contexts []struct {
-				Name    string `json:"name"`
-				Context struct {
-					Cluster string `json:"cluster"`
-				} `json:"context"`
-			} `json:"contexts"`
-		}
-		if yamlToJSON(b, &kc) == nil {
-			for _, c := range kc.Contexts {
-				if c.Name == "kind-airgap-mgmt" {
-					kube = strings.TrimPrefix(c.Context.Cluster, "kind-airgap-mgmt-")
-				}
-			}
-		}
-	}
-	g, err := q.ground()
-	if err != nil {
-		return kube, ""
-	}
-	for _, sl := range []string{"a", "b"} {
-		raw, ok := g.Containers["krops-registry-airgap-"+sl]
-		if !ok {
-			continue
-		}
-		var c struct {
-			Network string   `json:"network"`
-			Aliases []string `json:"aliases"`
-		}
-		_ = json.Unmarshal(raw, &c)
-		for _, a := range c.Aliases {
-			if a == "krops-registry" && c.Network == "kind" {
-				if registry != "" {
-					return kube, "both"
-				}
-				registry = sl
-			}
-		}
-	}
-	return kube, registry
 }
 
 func clientConfig(kubeconfig string) (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", kubeconfig)
 }
-
-func yamlToJSON(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
 // calls is what the fakes logged (FAKE_KILL STEP when one killed its caller).
 func (q *seqSite) calls() string {

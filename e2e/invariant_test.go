@@ -6,12 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 )
 
 // TestInvariant attacks the promise (issue 14) with seeded random
@@ -49,25 +48,20 @@ func TestInvariant(t *testing.T) {
 	if testing.Short() {
 		budget = 45 * time.Second
 	}
-	if b := os.Getenv("KB_INVARIANT_BUDGET"); b != "" {
-		d, err := time.ParseDuration(b)
-		if err != nil {
-			t.Fatalf("KB_INVARIANT_BUDGET: %v", err)
-		}
-		budget = d
+	budget, err := invariant.Budget("KB_INVARIANT_BUDGET", budget)
+	if err != nil {
+		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("KB_INVARIANT_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("KB_INVARIANT_SEED: %v", err)
-		}
-		seed = n
+	seed, err := invariant.Seed("KB_INVARIANT_SEED")
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("seed %d (KB_INVARIANT_SEED=%d reproduces this run), budget %s", seed, seed, budget)
 	start := time.Now()
 	site := newInvSite(t)
-	c := &counters{kills: map[string]int{}, allowed: map[string]int{}, took: map[string]time.Duration{}, count: map[string]int{}}
+	c := &invariant.Counters{}
+	allowedBugs := map[string]int{}
+	var busy time.Duration // running operations (not settling, not setup)
 	setup := time.Since(start)
 
 	// The regressions first.
@@ -79,36 +73,36 @@ func TestInvariant(t *testing.T) {
 		files = nil
 	}
 	for _, f := range files {
-		seq, err := readSequence(f)
+		seq, err := invariant.ReadSequence(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, r := runSequence(t, site, seq, c, rand.New(rand.NewPCG(seq.seed, 1))); v != nil {
-			if name := knownOpen(v); name != "" {
-				c.allowed[name]++
-				t.Logf("regression %s: known open bug %s (allowed until its fix is merged): %v", filepath.Base(f), name, firstLine(v.What))
+		if v, r := runSequence(t, site, seq, c, &busy); v != nil {
+			if name := invariant.KnownOpen(v, knownOpenBugs); name != "" {
+				allowedBugs[name]++
+				t.Logf("regression %s: known open bug %s (allowed until its fix is merged): %v", filepath.Base(f), name, invariant.FirstLine(v.What))
 				continue
 			}
-			t.Errorf("regression %s: %v\n%s", filepath.Base(f), v, strings.Join(r.log, "\n"))
+			t.Errorf("regression %s: %v\n%s", filepath.Base(f), v, strings.Join(r.Log, "\n"))
 		}
 	}
 
 	rng := rand.New(rand.NewPCG(seed, 2))
-	var found []*violation
+	var found []*invariant.Violation
 	deadline := start.Add(budget)
 	for time.Now().Before(deadline) && len(found) == 0 {
-		seq := drawSequence(rng)
-		v, r := runSequence(t, site, seq, c, rand.New(rand.NewPCG(seq.seed, 1)))
+		seq := invariant.Draw(rng, "2s", 3, 6, drawOp)
+		v, r := runSequence(t, site, seq, c, &busy)
 		if v == nil {
 			continue
 		}
-		if name := knownOpen(v); name != "" {
-			c.allowed[name]++
-			t.Logf("known open bug %s (allowed until its fix is merged): %v", name, firstLine(v.What))
+		if name := invariant.KnownOpen(v, knownOpenBugs); name != "" {
+			allowedBugs[name]++
+			t.Logf("known open bug %s (allowed until its fix is merged): %v", name, invariant.FirstLine(v.What))
 			continue
 		}
 		found = append(found, v)
-		t.Logf("first violation after %d sequences, %d operations, %s", c.seqs, c.ops, time.Since(start).Round(time.Second))
+		t.Logf("first violation after %d sequences, %d operations, %s", c.Seqs, c.Ops, time.Since(start).Round(time.Second))
 		report := t.Errorf
 		if os.Getenv("KB_INVARIANT_EXPLORE") == "report" {
 			// make test: a new sequence drawn at random that violates the
@@ -116,30 +110,36 @@ func TestInvariant(t *testing.T) {
 			// (the regressions above do); make fuzz fails on it.
 			report = t.Logf
 		}
-		report("VIOLATION: seed %d, sequence seed %d: %v\nthe sequence:\n  %s\nwhat happened:\n%s", seed, seq.seed, v,
-			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
+		report("VIOLATION: seed %d, sequence seed %d: %v\nthe sequence:\n  %s\nwhat happened:\n%s", seed, seq.Seed, v,
+			strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), strings.Join(r.Log, "\n"))
 		if os.Getenv("KB_INVARIANT_SHRINK") == "0" || os.Getenv("KB_INVARIANT_EXPLORE") == "report" {
 			continue
 		}
-		shrunk := shrink(t, site, seq, v, c)
-		path := writeRegression(t, shrunk, v, seed)
-		t.Errorf("shrunk to %d operations, kept as %s (replayed first on every run):\n  %s", len(shrunk.ops), path, strings.Join(shrunk.ops, "\n  "))
+		shrunk := invariant.Shrink(seq, v, 3*time.Minute, func(s invariant.Sequence) *invariant.Violation {
+			got, _ := runSequence(t, site, s, c, &busy)
+			return got
+		})
+		path, err := invariant.WriteRegression(repo("e2e", "testdata", "invariant"), "TestInvariant", shrunk, v, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("shrunk to %d operations, kept as %s (replayed first on every run):\n  %s", len(shrunk.Ops), path, strings.Join(shrunk.Ops, "\n  "))
 	}
 	elapsed := time.Since(start)
 	kills, kinds := 0, []string{}
-	for k, n := range c.kills {
+	for k, n := range c.Kills {
 		kills += n
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
 	var allowed []string
-	for k, n := range c.allowed {
+	for k, n := range allowedBugs {
 		allowed = append(allowed, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(allowed)
 	var took []string
-	for k, d := range c.took {
-		took = append(took, fmt.Sprintf("%s %d×%s", k, c.count[k], (d/time.Duration(c.count[k])).Round(time.Millisecond)))
+	for k, d := range site.took {
+		took = append(took, fmt.Sprintf("%s %d×%s", k, site.count[k], (d/time.Duration(site.count[k])).Round(time.Millisecond)))
 	}
 	sort.Strings(took)
 	t.Logf("mean time per command: %s", strings.Join(took, ", "))
@@ -147,163 +147,34 @@ func TestInvariant(t *testing.T) {
 		t.Logf("known open bugs hit (allowed): %s", strings.Join(allowed, ", "))
 	}
 	t.Logf("TestInvariant: %d sequences, %d operations (%.1f ops/s), %d kills (%s), %d damages, %d repairs and %d next commands run as printed (%d chases), %d regressions replayed, %d violations; seed %d; setup %s, elapsed %s",
-		c.seqs, c.ops, float64(c.ops)/c.busy.Seconds(), kills, strings.Join(kinds, ", "), c.damages, c.repairs, c.nexts, c.chases, len(files), len(found), seed, setup.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+		c.Seqs, c.Ops, float64(c.Ops)/busy.Seconds(), kills, strings.Join(kinds, ", "), c.Damages, c.Repairs, c.Nexts, c.Chases, len(files), len(found), seed, setup.Round(time.Millisecond), elapsed.Round(time.Millisecond))
 }
 
-// sequence is one run's operations and its settings.
-type sequence struct {
-	seed uint64 // the checks' own random choices
-	soak string // the soak window
-	ops  []string
-}
-
-func drawSequence(rng *rand.Rand) sequence {
-	g := &gen{r: rng}
-	s := sequence{seed: rng.Uint64(), soak: "24h"}
-	if g.chance(0.2) {
-		s.soak = "2s"
-	}
-	n := 3 + rng.IntN(6)
-	for range n {
-		s.ops = append(s.ops, g.op())
-	}
-	return s
-}
+// invariantConfig: a failed command is often followed by chasing the next
+// command journal status prints; settling follows it until the
+// transaction closes, then repairs what switch status reports.
+var invariantConfig = invariant.Config{ChaseAfterFailure: 0.4, SettleChase: 8, MustClose: true}
 
 // runSequence runs seq on a fresh copy of the site; the first violation
 // ends it.
-func runSequence(t *testing.T, site *invSite, seq sequence, c *counters, rng *rand.Rand) (*violation, *seqRun) {
-	q := site.fresh(t.TempDir(), seq.soak)
-	r := &seqRun{q: q, rng: rng, c: c, kg: map[string]string{}, damaged: map[string]bool{}}
-	r.updateKG()
-	c.seqs++
-	began := time.Now()
+func runSequence(t *testing.T, site *invSite, seq invariant.Sequence, c *invariant.Counters, busy *time.Duration) (*invariant.Violation, *invariant.Run) {
+	q := site.fresh(t.TempDir(), seq.Soak)
 	defer func() { _ = os.RemoveAll(q.root) }()
-	for i, line := range seq.ops {
-		r.op = i
-		c.ops++
-		if v := r.step(line); v != nil {
-			c.busy += time.Since(began)
-			return v, r
-		}
+	r := invariant.NewRun(q, invariantConfig, &invariant.Files{Root: q.root}, seq.Seed, c)
+	began := time.Now()
+	v := r.Sequence(seq.Ops)
+	*busy += time.Since(began)
+	if v != nil {
+		return v, r
 	}
-	c.busy += time.Since(began)
-	r.op = len(seq.ops) - 1
-	if v := r.settle(); v != nil {
-		v.Op = len(seq.ops) // found while settling
+	if v := r.Settle(); v != nil {
+		v.Op = len(seq.Ops) // found while settling
 		return v, r
 	}
 	return nil, r
 }
 
-// shrink drops operations (delta debugging) while the same invariant
-// still breaks from a fresh site.
-func shrink(t *testing.T, site *invSite, seq sequence, v *violation, c *counters) sequence {
-	ops := append([]string{}, seq.ops[:min(len(seq.ops), v.Op+1)]...)
-	still := func(cand []string) bool {
-		s := seq
-		s.ops = cand
-		got, _ := runSequence(t, site, s, c, rand.New(rand.NewPCG(seq.seed, 1)))
-		return got != nil && got.Key == v.Key
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	n := 2
-	for len(ops) >= 2 && time.Now().Before(deadline) {
-		chunk := (len(ops) + n - 1) / n
-		reduced := false
-		for i := 0; i < len(ops); i += chunk {
-			cand := append(append([]string{}, ops[:i]...), ops[min(len(ops), i+chunk):]...)
-			if len(cand) > 0 && still(cand) {
-				ops, reduced = cand, true
-				n = max(n-1, 2)
-				break
-			}
-		}
-		if !reduced {
-			if n >= len(ops) {
-				break
-			}
-			n = min(len(ops), 2*n)
-		}
-	}
-	s := seq
-	s.ops = ops
-	return s
-}
-
-// Regression files: a txtar whose comment says what broke and whose
-// "ops" file holds the settings and one operation per line.
-func writeRegression(t *testing.T, seq sequence, v *violation, seed uint64) string {
-	dir := repo("e2e", "testdata", "invariant")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txtar", strings.ToLower(v.Inv), seq.seed%1000000))
-	what := v.What
-	if i := strings.Index(what, "\n"); i >= 0 {
-		what = what[:i]
-	}
-	a := &txtar.Archive{
-		Comment: []byte(fmt.Sprintf("%s, found by TestInvariant (seed %d), shrunk:\n%s\n", v.Inv, seed, what)),
-		Files:   []txtar.File{{Name: "ops", Data: []byte(fmt.Sprintf("seed %d\nsoak %s\n%s\n", seq.seed, seq.soak, strings.Join(seq.ops, "\n")))}},
-	}
-	if err := os.WriteFile(path, txtar.Format(a), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func readSequence(path string) (sequence, error) {
-	a, err := txtar.ParseFile(path)
-	if err != nil {
-		return sequence{}, err
-	}
-	s := sequence{soak: "24h"}
-	for _, f := range a.Files {
-		if f.Name != "ops" {
-			continue
-		}
-		for _, line := range strings.Split(string(f.Data), "\n") {
-			line = strings.TrimSpace(line)
-			switch {
-			case line == "" || strings.HasPrefix(line, "#"):
-			case strings.HasPrefix(line, "seed "):
-				s.seed, err = strconv.ParseUint(strings.TrimPrefix(line, "seed "), 10, 64)
-			case strings.HasPrefix(line, "soak "):
-				s.soak = strings.TrimPrefix(line, "soak ")
-			default:
-				s.ops = append(s.ops, line)
-			}
-			if err != nil {
-				return s, fmt.Errorf("%s: %v", path, err)
-			}
-		}
-	}
-	if len(s.ops) == 0 {
-		return s, fmt.Errorf("%s: no operations", path)
-	}
-	return s, nil
-}
-
-// knownOpen names the allowance a violation falls under: a bug of issue
-// 14's list still open on main. Each is one check, to remove with its fix.
-func knownOpen(v *violation) string {
-	for _, k := range knownOpenBugs {
-		if strings.HasPrefix(v.Key, k.key) && strings.Contains(v.What, k.contains) {
-			return k.name
-		}
-	}
-	return ""
-}
-
 // knownOpenBugs is empty: every bug the randomized test found is fixed and
 // kept as a regression. An entry is {name, violation key prefix, text the
 // violation contains}, added with a kept regression and removed with its fix.
-var knownOpenBugs = []struct{ name, key, contains string }{}
-
-func firstLine(s string) string {
-	if i := strings.Index(s, "\n"); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
+var knownOpenBugs = []invariant.KnownBug{}

@@ -57,7 +57,11 @@ run_one() {
 
 if [ -z "${TABLE_ONLY:-}" ]; then
   if [ $# -eq 0 ]; then
-    set -- none $(cd "$here" && ls *.patch | sed 's/\.patch$//')
+    set -- none
+    for p in "$here"/*.patch; do
+      p=${p##*/}
+      set -- "$@" "${p%.patch}"
+    done
   fi
   for name in "$@"; do run_one "$name"; done
 fi
@@ -77,12 +81,17 @@ field() { sed -n "s/^$2=//p" "$here/results/$1.txt" 2>/dev/null; }
     found=$(field "$name" found) violation=$(field "$name" violation) summary=$(field "$name" summary)
     if [ "$(field "$name" scripts)" = yes ]; then
       echo "| $fix | $what (\`$name\`) | not in reach | the model runs the plugins, not the scripts: TestInvariant's (process-level) to find (below: caught, 12 sequences) | | |"
+    elif [ "$name" != none ] && [ -n "$found" ] && [ "$violation" = "$(field none violation)" ] && [ "${found%, *}" = "$(field none found | sed 's/, [^,]*$//')" ]; then
+      # The unmutated tree's own first violation, at the same operation:
+      # the mutation changed nothing the sequences reached.
+      nops=$(echo "$found" | sed -n 's/.* \([0-9]*\) operations.*/\1/p')
+      echo "| $fix | $what (\`$name\`) | no | the unmutated tree's own first violation, at the same operation (not reached) | $nops | |"
     elif [ -n "$found" ]; then
       # FOUND: I1 after 12 sequences, 345 operations, 2.1s
       seqs=$(echo "$found" | sed -n 's/.* after \([0-9]*\) sequences.*/\1/p')
       nops=$(echo "$found" | sed -n 's/.* \([0-9]*\) operations.*/\1/p')
       took=$(echo "$found" | sed -n 's/.* operations, \(.*\)$/\1/p')
-      echo "| $fix | $what (\`$name\`) | **yes** | $(echo "$violation" | sed 's/|/\\|/g') | $nops ($seqs) | $took |"
+      echo "| $fix | $what (\`$name\`) | **yes** | ${violation//|/\\|} | $nops ($seqs) | $took |"
     else
       nops=$(echo "$summary" | sed -n 's/.* sequences, \([0-9]*\) operations.*/\1/p')
       took=$(echo "$summary" | sed -n 's/.* operations in \([^ ]*\) .*/\1/p')

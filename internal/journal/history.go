@@ -297,11 +297,17 @@ func truncate(s string, n int) string {
 // appendEvent appends one line and fsyncs it. A torn tail left by a crash
 // is cut first, so that a complete line never follows a broken one.
 func appendEvent(p string, ev Event) error {
-	b, err := json.Marshal(ev)
+	h, err := ReadHistory(p)
 	if err != nil {
 		return err
 	}
-	h, err := ReadHistory(p)
+	return appendEventTo(p, h, ev)
+}
+
+// appendEventTo is appendEvent to the history h as just read (under the
+// lock, nothing else appended since).
+func appendEventTo(p string, h *History, ev Event) error {
+	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}

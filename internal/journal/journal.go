@@ -183,7 +183,7 @@ func (j *Journal) Begin(o BeginOptions) (*Transaction, error) {
 	if err := j.RefuseIfOpen(); err != nil {
 		return nil, err
 	}
-	seq, err := j.nextSeq()
+	seq, _, err := j.nextSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -211,22 +211,24 @@ func (j *Journal) RefuseIfOpen() error {
 		t.ID, t.Strategy, t.Phase, t.Status, Next(t).Command)}
 }
 
-func (j *Journal) nextSeq() (int64, error) {
+// nextSeq is the sequence number of the next event, and the history it
+// read: appendEventTo appends to it without reading it again.
+func (j *Journal) nextSeq() (int64, *History, error) {
 	h, err := ReadHistory(j.histPath())
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if l := h.Last(); l != nil {
-		return l.Seq + 1, nil
+		return l.Seq + 1, h, nil
 	}
-	return 1, nil
+	return 1, h, nil
 }
 
 // commit writes one transition: transaction.json first (the authority),
 // then its history line.
 func (j *Journal) commit(t *Transaction, seq int64, ev Event) error {
 	// Events recorded by Record (slot and switch steps) share the sequence.
-	next, err := j.nextSeq()
+	next, h, err := j.nextSeq()
 	if err != nil {
 		return err
 	}
@@ -246,7 +248,7 @@ func (j *Journal) commit(t *Transaction, seq int64, ev Event) error {
 		return err
 	}
 	state.CrashPoint("journal:before-history")
-	if err := appendEvent(j.histPath(), ev); err != nil {
+	if err := appendEventTo(j.histPath(), h, ev); err != nil {
 		return err
 	}
 	state.CrashPoint("journal:after-history")
@@ -263,7 +265,7 @@ func (j *Journal) Record(ev Event) error {
 	if _, err := j.dir.MkdirAll(Dir); err != nil {
 		return err
 	}
-	seq, err := j.nextSeq()
+	seq, h, err := j.nextSeq()
 	if err != nil {
 		return err
 	}
@@ -275,7 +277,7 @@ func (j *Journal) Record(ev Event) error {
 	if t != nil {
 		ev.TxnID = t.ID
 	}
-	return appendEvent(j.histPath(), ev)
+	return appendEventTo(j.histPath(), h, ev)
 }
 
 func (j *Journal) open() (*Transaction, error) {
@@ -467,7 +469,7 @@ func (j *Journal) End() (*Transaction, error) {
 		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a finished final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
 	}
 	// Slot and switch events may have followed the last transition.
-	seq, err := j.nextSeq()
+	seq, h, err := j.nextSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +478,7 @@ func (j *Journal) End() (*Transaction, error) {
 	// History first: once the end line is there the transaction is over,
 	// and a crash before the removal is finished by the next command.
 	state.CrashPoint("journal:before-end")
-	if err := appendEvent(j.histPath(), ev); err != nil {
+	if err := appendEventTo(j.histPath(), h, ev); err != nil {
 		return nil, err
 	}
 	state.CrashPoint("journal:before-remove")

@@ -3,9 +3,6 @@ package model_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -22,13 +20,13 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gatecmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
-	"sigs.k8s.io/yaml"
 )
 
 // The machine the model runs on: one directory (on tmpfs when there is
@@ -50,8 +48,6 @@ func repo(elem ...string) string {
 }
 
 const (
-	pkgV1 = "testdata/packages/zarf-package-demo-amd64-1.0.0.tar.zst"
-	pkgV2 = "testdata/packages/v1beta1/zarf-package-demo-beta-amd64-1.0.0.tar.zst"
 	// clusterHost is the API server a fake kind cluster's context names:
 	// nothing listens there; the path says which cluster it is.
 	clusterHost = "https://127.0.0.1:1/"
@@ -77,12 +73,9 @@ type machine struct {
 	// binary as the plugin: childMain), as the binaries run; the
 	// benchmark's baseline.
 	processes bool
-	// the fake machine's state as last read
-	groundRaw  []byte
-	groundLast *ground
-	// the kubeconfig as last read, and the slot its alias context follows
-	kubeRaw   []byte
-	kubeAlias string
+	// files reads the site for the checks; cluster reads the fake
+	// machine for the gate, while a command runs.
+	files, cluster *invariant.Files
 }
 
 type snapFile struct {
@@ -101,7 +94,12 @@ func newMachine(tb testing.TB) *machine {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = os.RemoveAll(root) })
-	m := &machine{root: root, health: map[string]bool{}}
+	// Every command's garbage is short-lived and the heap small (a few
+	// MB): collecting at four times the live heap, not twice, halves the
+	// collector's share of the model's CPU time.
+	gc := debug.SetGCPercent(400)
+	tb.Cleanup(func() { debug.SetGCPercent(gc) })
+	m := &machine{root: root, health: map[string]bool{}, files: &invariant.Files{Root: root}, cluster: &invariant.Files{Root: root}}
 	for _, d := range []string{"fakes/ports", "archives", "home", "work", "elsewhere"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			tb.Fatal(err)
@@ -157,8 +155,8 @@ func newMachine(tb testing.TB) *machine {
 		"kubectl-bundle-gate --slot a --record -f $GATE --once -q",
 		"kubectl-bundle-switch to a -q",
 	} {
-		if r := m.run(m.expand(strings.Fields(line)), nil); r.code != 0 {
-			tb.Fatalf("preparing the site: %s: %s\n%s", line, r, r.out)
+		if r := m.run(m.Expand(strings.Fields(line)), nil); r.Code != 0 {
+			tb.Fatalf("preparing the site: %s: %s\n%s", line, r, r.Out)
 		}
 	}
 	m.base = map[string]snapFile{}
@@ -242,14 +240,9 @@ func (m *machine) reset(soak string) error {
 	return os.Chdir(filepath.Join(m.root, "work"))
 }
 
-func (m *machine) state(elem ...string) string {
-	return filepath.Join(append([]string{m.root, "state"}, elem...)...)
-}
-
-// expand replaces the placeholders of an operation with the site's files.
-func (m *machine) expand(argv []string) []string {
-	rep := strings.NewReplacer("$V1", repo(pkgV1), "$V2", repo(pkgV2), "$GATEFAIL", filepath.Join(m.root, "gate-fails.yaml"),
-		"$GATE", filepath.Join(m.root, "gate.yaml"), "$KEY", repo("testdata/keys/cosign.pub"), "$NOKUBE", filepath.Join(m.root, "missing.kubeconfig"))
+// Expand replaces the placeholders of an operation with the site's files.
+func (m *machine) Expand(argv []string) []string {
+	rep := invariant.Placeholders(m.root, repoRoot)
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		out[i] = rep.Replace(a)
@@ -257,23 +250,9 @@ func (m *machine) expand(argv []string) []string {
 	return out
 }
 
-// result is how one command ended.
-type result struct {
-	out    string
-	code   int
-	killed bool
-}
-
-func (r result) String() string {
-	if r.killed {
-		return "killed"
-	}
-	return fmt.Sprintf("exit %d", r.code)
-}
-
 // run runs argv in-process with env added (KEY=VALUE); a FAKE_KILL step
 // ends it as killed.
-func (m *machine) run(argv []string, env []string) (res result) {
+func (m *machine) run(argv []string, env []string) (res invariant.Result) {
 	var buf bytes.Buffer
 	restore := applyEnv(env)
 	defer restore()
@@ -284,14 +263,14 @@ func (m *machine) run(argv []string, env []string) (res result) {
 				panic(p)
 			}
 			buf.WriteString("(killed inside " + k.step + ")\n")
-			res = result{out: buf.String(), code: -1, killed: true}
+			res = invariant.Result{Out: buf.String(), Code: -1, Killed: true}
 		}
 	}()
 	if m.processes {
 		return m.runProcess(argv, env)
 	}
 	code := m.dispatch(m.context(), nil, &buf, &buf, argv)
-	return result{out: buf.String(), code: code}
+	return invariant.Result{Out: buf.String(), Code: code}
 }
 
 // envChild makes this test binary run one plugin command (childMain).
@@ -300,7 +279,7 @@ const envChild = "KB_MODEL_CHILD"
 // runProcess runs argv in a child process: this test binary, which runs
 // the plugin as run does (the fakes in it, the gate's reads answered from
 // the health table it is given).
-func (m *machine) runProcess(argv []string, env []string) result {
+func (m *machine) runProcess(argv []string, env []string) invariant.Result {
 	var health []string
 	for name, ok := range m.health {
 		if ok {
@@ -316,13 +295,13 @@ func (m *machine) runProcess(argv []string, env []string) result {
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return result{out: buf.String()}
+		return invariant.Result{Out: buf.String()}
 	case errors.As(err, &ee) && ee.ExitCode() == killedCode:
-		return result{out: buf.String(), code: -1, killed: true}
+		return invariant.Result{Out: buf.String(), Code: -1, Killed: true}
 	case errors.As(err, &ee):
-		return result{out: buf.String(), code: ee.ExitCode()}
+		return invariant.Result{Out: buf.String(), Code: ee.ExitCode()}
 	}
-	return result{out: buf.String() + err.Error(), code: 127}
+	return invariant.Result{Out: buf.String() + err.Error(), Code: 127}
 }
 
 // killedCode is a child's exit status for a command killed inside a step.
@@ -330,16 +309,17 @@ const killedCode = 137
 
 // childMain runs the command of a child process (runProcess) and exits.
 func childMain() {
-	m := &machine{root: os.Getenv(envChild), health: map[string]bool{}}
+	root := os.Getenv(envChild)
+	m := &machine{root: root, health: map[string]bool{}, files: &invariant.Files{Root: root}, cluster: &invariant.Files{Root: root}}
 	for _, name := range strings.Split(os.Getenv("KB_MODEL_HEALTHY"), ",") {
 		m.health[name] = true
 	}
 	res := m.run(os.Args[1:], nil)
-	os.Stdout.WriteString(res.out)
-	if res.killed {
+	os.Stdout.WriteString(res.Out)
+	if res.Killed {
 		os.Exit(killedCode)
 	}
-	os.Exit(res.code)
+	os.Exit(res.Code)
 }
 
 func applyEnv(env []string) func() {
@@ -450,7 +430,8 @@ func (m *machine) readCluster(_ context.Context, g *gate.Gate, host string) ([]g
 	if name == host {
 		return nil, fmt.Errorf("no cluster at %s", host)
 	}
-	gr, err := m.ground()
+	m.cluster.Forget() // read now: the command may have changed it
+	gr, err := m.cluster.Ground()
 	if err != nil {
 		return nil, err
 	}
@@ -472,9 +453,9 @@ func (m *machine) readCluster(_ context.Context, g *gate.Gate, host string) ([]g
 	return out, nil
 }
 
-// healthy is the ground truth of whether slot sl passes the site's gate.
-func (m *machine) healthy(sl string) bool {
-	gr, err := m.ground()
+// Healthy is the ground truth of whether slot sl passes the site's gate.
+func (m *machine) Healthy(sl string) bool {
+	gr, err := m.files.Ground()
 	if err != nil {
 		return false
 	}
@@ -482,138 +463,11 @@ func (m *machine) healthy(sl string) bool {
 	return ok && m.health["airgap-mgmt-"+sl]
 }
 
-// ground is the fake machine: which clusters exist and what was deployed
-// where.
-type ground struct {
-	Containers map[string]*fakes.Container `json:"containers"`
-	Deploys    []fakes.Deploy              `json:"deploys"`
+// SetHealth heals or breaks slot sl's workload.
+func (m *machine) SetHealth(sl string, ok bool) error {
+	m.health["airgap-mgmt-"+sl] = ok
+	return nil
 }
 
-func (m *machine) ground() (*ground, error) {
-	b, err := os.ReadFile(filepath.Join(m.root, "fakes", "state.json"))
-	if err != nil {
-		return nil, err
-	}
-	if m.groundRaw != nil && bytes.Equal(b, m.groundRaw) {
-		return m.groundLast, nil // parsed again only when it changed
-	}
-	g := &ground{}
-	if err := json.Unmarshal(b, g); err != nil {
-		return nil, err
-	}
-	m.groundRaw, m.groundLast = b, g
-	return g, nil
-}
-
-// slotPackage is what the machine says slot sl holds: "" when its cluster
-// does not exist, else the package last deployed into its context
-// ("partial:" when that deploy was cut off, "none" when nothing was).
-func (g *ground) slotPackage(sl string) string {
-	if _, ok := g.Containers["airgap-mgmt-"+sl+"-control-plane"]; !ok {
-		return ""
-	}
-	p := "none"
-	for _, d := range g.Deploys {
-		if d.Context == "kind-airgap-mgmt-"+sl {
-			p = d.Package
-			if d.Partial {
-				p = "partial:" + d.Package
-			}
-		}
-	}
-	return p
-}
-
-// aliases is where the kubeconfig alias context and the registry alias
-// point ("" when nowhere, "both" when ambiguous).
-func (m *machine) aliases(g *ground) (kube, registry string) {
-	if b, err := os.ReadFile(filepath.Join(m.root, "kubeconfig")); err == nil {
-		// The alias context names the cluster of the slot it follows
-		// (parsed again only when the file changed).
-		if m.kubeRaw == nil || !bytes.Equal(b, m.kubeRaw) {
-			m.kubeRaw, m.kubeAlias = b, aliasCluster(string(b))
-		}
-		kube = m.kubeAlias
-	}
-	for _, sl := range []string{"a", "b"} {
-		c, ok := g.Containers["krops-registry-airgap-"+sl]
-		if !ok {
-			continue
-		}
-		for _, a := range c.Aliases {
-			if a == "krops-registry" && c.Network == "kind" {
-				if registry != "" {
-					return kube, "both"
-				}
-				registry = sl
-			}
-		}
-	}
-	return kube, registry
-}
-
-// stagedUsable reports whether the staged copy of digest is whole: its
-// file's sha256 is the digest.
-func (m *machine) stagedUsable(digest string) bool {
-	hexd := strings.TrimPrefix(digest, "sha256:")
-	dir := m.state("packages", hexd)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasSuffix(n, ".sha256") || strings.HasSuffix(n, ".json") || e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			return false
-		}
-		sum := sha256.Sum256(b)
-		return hex.EncodeToString(sum[:]) == hexd
-	}
-	return false
-}
-
-// aliasCluster is the cluster the kubeconfig's alias context
-// (kind-airgap-mgmt) names, as the slot it follows ("" when none).
-func aliasCluster(kubeconfig string) string {
-	var kc struct {
-		Contexts []struct {
-			Name    string `json:"name"`
-			Context struct {
-				Cluster string `json:"cluster"`
-			} `json:"context"`
-		} `json:"contexts"`
-	}
-	if yaml.Unmarshal([]byte(kubeconfig), &kc) != nil {
-		return ""
-	}
-	for _, c := range kc.Contexts {
-		if c.Name == "kind-airgap-mgmt" {
-			return strings.TrimPrefix(c.Context.Cluster, "kind-airgap-mgmt-")
-		}
-	}
-	return ""
-}
-
-// fingerprint is what the site holds that a command may change: the
-// state files (the history aside), the machine's clusters and deploys,
-// and the kubeconfig.
-func (m *machine) fingerprint() string {
-	h := sha256.New()
-	for _, p := range []string{m.state("active"), m.state("switch.json"), m.state("journal", "transaction.json"),
-		filepath.Join(m.root, "fakes", "state.json"), filepath.Join(m.root, "kubeconfig")} {
-		b, _ := os.ReadFile(p)
-		h.Write(b)
-		h.Write([]byte{0})
-	}
-	recs, _ := filepath.Glob(m.state("slots", "*.json"))
-	for _, p := range recs {
-		b, _ := os.ReadFile(p)
-		h.Write([]byte(p))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+// Plugin runs a read-only plugin command in-process.
+func (m *machine) Plugin(argv ...string) invariant.Result { return m.run(argv, nil) }

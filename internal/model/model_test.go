@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 )
 
 // TestModel attacks the promise in-process: seeded random sequences of
@@ -37,81 +38,80 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		budget, ops = 30*time.Second, 10000
 	}
-	if b := os.Getenv("KB_MODEL_BUDGET"); b != "" {
-		d, err := time.ParseDuration(b)
-		if err != nil {
-			t.Fatalf("KB_MODEL_BUDGET: %v", err)
-		}
-		budget = d
+	budget, err := invariant.Budget("KB_MODEL_BUDGET", budget)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if s := os.Getenv("KB_MODEL_OPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
+		if ops, err = strconv.Atoi(s); err != nil {
 			t.Fatalf("KB_MODEL_OPS: %v", err)
 		}
-		ops = n
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("KB_MODEL_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("KB_MODEL_SEED: %v", err)
-		}
-		seed = n
+	seed, err := invariant.Seed("KB_MODEL_SEED")
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("seed %d (KB_MODEL_SEED=%d reproduces this run), budget %s or %d operations", seed, seed, budget, ops)
 	start := time.Now()
 	m := newMachine(t)
-	c := &counters{}
+	c := &invariant.Counters{}
 	setup := time.Since(start)
 
-	files, _ := filepath.Glob(filepath.Join("testdata", "model", "*.txtar"))
+	// (newMachine moved the working directory: the repository's path.)
+	files, _ := filepath.Glob(repo("internal", "model", "testdata", "model", "*.txtar"))
 	if os.Getenv("KB_MODEL_REPLAY") == "0" {
 		t.Logf("KB_MODEL_REPLAY=0: the %d kept regressions are not replayed", len(files))
 		files = nil
 	}
 	for _, f := range files {
-		seq, err := readSequence(f)
+		seq, err := invariant.ReadSequence(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if v, r := runSequence(m, seq, c); v != nil {
-			if name := knownOpen(v); name != "" {
-				t.Logf("regression %s: known open %s (allowed until fixed): %v", filepath.Base(f), name, firstLine(v.What))
+			if name := invariant.KnownOpen(v, knownOpenBugs); name != "" {
+				t.Logf("regression %s: known open %s (allowed until fixed): %v", filepath.Base(f), name, invariant.FirstLine(v.What))
 				continue
 			}
-			t.Errorf("regression %s: %v\n%s", filepath.Base(f), v, strings.Join(r.log, "\n"))
+			t.Errorf("regression %s: %v\n%s", filepath.Base(f), v, strings.Join(r.Log, "\n"))
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 2))
 	deadline := start.Add(budget)
 	allowed := map[string]int{}
 	explore := map[string]int{} // KB_MODEL_EXPLORE=all: every distinct check that failed
-	for time.Now().Before(deadline) && c.ops < ops {
+	for time.Now().Before(deadline) && c.Ops < ops {
 		seq := drawSequence(rng)
 		v, r := runSequence(m, seq, c)
 		if v == nil {
 			continue
 		}
-		if name := knownOpen(v); name != "" {
+		if name := invariant.KnownOpen(v, knownOpenBugs); name != "" {
 			allowed[name]++
 			continue
 		}
 		if os.Getenv("KB_MODEL_EXPLORE") == "all" {
 			if explore[v.Key]++; explore[v.Key] == 1 {
-				t.Logf("EXPLORE %s: seq seed %d: %v\n  %s\n%s", v.Inv, seq.seed, v, strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), tailLines(r.log, 6))
+				t.Logf("EXPLORE %s: seq seed %d: %v\n  %s\n%s", v.Inv, seq.Seed, v, strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), invariant.TailLines(r.Log, 6))
 			}
 			continue
 		}
 		elapsed := time.Since(start)
-		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.seqs, c.ops, elapsed.Round(time.Millisecond))
-		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s):\n  %s\nwhat happened:\n%s", seed, seed, seq.seed, v, seq.soak,
-			strings.Join(seq.ops[:min(len(seq.ops), v.Op+1)], "\n  "), strings.Join(r.log, "\n"))
+		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.Seqs, c.Ops, elapsed.Round(time.Millisecond))
+		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s):\n  %s\nwhat happened:\n%s", seed, seed, seq.Seed, v, seq.Soak,
+			strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), strings.Join(r.Log, "\n"))
 		if os.Getenv("KB_MODEL_SHRINK") != "0" && os.Getenv("KB_INVARIANT_EXPLORE") != "report" {
-			shrunk := shrink(m, seq, v)
-			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s):\n  %s", len(shrunk.ops), shrunk.soak, strings.Join(shrunk.ops, "\n  "))
+			shrunk := invariant.Shrink(seq, v, 30*time.Second, func(s invariant.Sequence) *invariant.Violation {
+				got, _ := runSequence(m, s, &invariant.Counters{})
+				return got
+			})
+			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s):\n  %s", len(shrunk.Ops), shrunk.Soak, strings.Join(shrunk.Ops, "\n  "))
 			if os.Getenv("KB_MODEL_KEEP") == "1" {
-				msg += "\nkept as " + writeRegression(t, shrunk, v, seed)
+				path, err := invariant.WriteRegression(repo("internal", "model", "testdata", "model"), "TestModel", shrunk, v, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg += "\nkept as " + path
 			}
 		}
 		if os.Getenv("KB_INVARIANT_EXPLORE") == "report" {
@@ -136,7 +136,7 @@ func TestModel(t *testing.T) {
 		t.Logf("EXPLORE: %d distinct checks failed: %v", len(explore), explore)
 	}
 	t.Logf("TestModel: %d sequences, %d operations in %s (%.0f ops/s; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
-		c.seqs, c.ops, elapsed.Round(time.Millisecond), float64(c.ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.kills, c.damages, c.repairs, c.nexts, c.scripts, len(files), seed)
+		c.Seqs, c.Ops, elapsed.Round(time.Millisecond), float64(c.Ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.Kills["inside a step"], c.Damages, c.Repairs, c.Nexts, c.Scripts, len(files), seed)
 }
 
 func TestMain(m *testing.M) {
@@ -149,201 +149,91 @@ func TestMain(m *testing.M) {
 // BenchmarkModel is TestModel's rate: operations (each with its checks)
 // per second, with every command in-process, and as the baseline the same
 // sequences with every command in a process of its own (this binary as
-// the plugin), measured in the same run. It reports both and their ratio.
+// the plugin), measured in the same run. It reports both, their ratio,
+// and each per second of CPU time (this process's and its children's),
+// which a loaded machine does not change as much as the wall time.
 func BenchmarkModel(b *testing.B) {
 	m := newMachine(b)
-	rate := func(processes bool, n int) float64 {
+	rate := func(processes bool, n int) (wall, cpu float64) {
 		m.processes = processes
 		defer func() { m.processes = false }()
 		rng := rand.New(rand.NewPCG(1, 2))
-		c := &counters{}
-		start := time.Now()
-		for c.ops < n {
-			if v, r := runSequence(m, drawSequence(rng), c); v != nil && knownOpen(v) == "" && v.Inv == "setup" {
-				b.Fatalf("%v\n%s", v, strings.Join(r.log, "\n"))
+		c := &invariant.Counters{}
+		start, cpu0 := time.Now(), cpuTime()
+		for c.Ops < n {
+			if v, r := runSequence(m, drawSequence(rng), c); v != nil && v.Inv == "setup" {
+				b.Fatalf("%v\n%s", v, strings.Join(r.Log, "\n"))
 			}
 		}
-		return float64(c.ops) / time.Since(start).Seconds()
+		return float64(c.Ops) / time.Since(start).Seconds(), float64(c.Ops) / (cpuTime() - cpu0).Seconds()
 	}
-	if baseline == 0 {
-		baseline = rate(true, 100) // once: the benchmark runs with b.N = 1 first
+	if baseline[0] == 0 {
+		baseline[0], baseline[1] = rate(true, 100) // once: the benchmark runs with b.N = 1 first
 	}
 	base := baseline
+	load0, _ := os.ReadFile("/proc/loadavg")
 	b.ResetTimer()
-	start := time.Now()
-	rng := rand.New(rand.NewPCG(1, 2))
-	c := &counters{}
-	for c.ops < b.N {
-		runSequence(m, drawSequence(rng), c)
-	}
-	inproc := float64(c.ops) / time.Since(start).Seconds()
+	inproc, inprocCPU := rate(false, b.N)
 	b.StopTimer()
 	b.ReportMetric(inproc, "ops/s")
-	b.ReportMetric(base, "baseline-ops/s")
-	b.ReportMetric(inproc/base, "x-baseline")
+	b.ReportMetric(inprocCPU, "ops/cpu-s")
+	b.ReportMetric(base[0], "baseline-ops/s")
+	b.ReportMetric(inproc/base[0], "x-baseline")
 	load, _ := os.ReadFile("/proc/loadavg")
-	b.Logf("in-process %.0f ops/s; each command a process of its own %.0f ops/s (%.1fx); load average %s", inproc, base, inproc/base, strings.TrimSpace(string(load)))
+	b.Logf("in-process %.0f ops/s (%.0f per CPU second); each command a process of its own %.1f ops/s (%.1f per CPU second); %.1fx; load average %s before, %s after",
+		inproc, inprocCPU, base[0], base[1], inproc/base[0], firstField(load0), firstField(load))
 }
 
-// baseline is BenchmarkModel's process-per-command rate, measured once.
-var baseline float64
-
-// sequence is one run's operations and its settings.
-type sequence struct {
-	seed uint64
-	soak string
-	ops  []string
+// cpuTime is the CPU time this process and its waited-for children used.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	d := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return d(self.Utime) + d(self.Stime) + d(children.Utime) + d(children.Stime)
 }
 
-func drawSequence(rng *rand.Rand) sequence {
-	g := &gen{r: rng}
-	s := sequence{seed: rng.Uint64(), soak: "24h"}
-	if g.chance(0.2) {
-		s.soak = "1ms"
+func firstField(b []byte) string {
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
 	}
-	n := 4 + rng.IntN(20)
-	for range n {
-		s.ops = append(s.ops, g.op())
-	}
-	return s
+	return "?"
 }
+
+// baseline is BenchmarkModel's process-per-command rate, measured once:
+// per second, and per CPU second.
+var baseline [2]float64
+
+func drawSequence(rng *rand.Rand) invariant.Sequence {
+	return invariant.Draw(rng, "1ms", 4, 20, drawOp)
+}
+
+// modelConfig: the model chases journal status's next command when it is
+// drawn, and four times to settle (a strategy script's next command is
+// checked, not run: the transaction may stay open).
+var modelConfig = invariant.Config{SettleChase: 4}
 
 // runSequence runs seq on a fresh copy of the site; the first violation
 // ends it.
-func runSequence(m *machine, seq sequence, c *counters) (*violation, *seqRun) {
-	r := &seqRun{m: m, rng: rand.New(rand.NewPCG(seq.seed, 1)), c: c, kg: map[string]string{}, damaged: map[string]bool{}}
-	if err := m.reset(seq.soak); err != nil {
-		return r.fail("setup", "resetting the site: %v", err), r
+func runSequence(m *machine, seq invariant.Sequence, c *invariant.Counters) (*invariant.Violation, *invariant.Run) {
+	r := invariant.NewRun(m, modelConfig, m.files, seq.Seed, c)
+	if err := m.reset(seq.Soak); err != nil {
+		return r.Fail("setup", "resetting the site: %v", err), r
 	}
-	r.updateKG()
-	c.seqs++
-	for i, line := range seq.ops {
-		r.op = i
-		c.ops++
-		if v := r.step(line); v != nil {
-			return v, r
-		}
+	if v := r.Sequence(seq.Ops); v != nil {
+		return v, r
 	}
-	if v := r.settle(); v != nil {
-		v.Op = len(seq.ops)
+	if v := r.Settle(); v != nil {
+		v.Op = len(seq.Ops)
 		return v, r
 	}
 	return nil, r
 }
 
-// shrink drops operations (delta debugging) while the same check still
-// fails from a fresh site.
-func shrink(m *machine, seq sequence, v *violation) sequence {
-	ops := append([]string{}, seq.ops[:min(len(seq.ops), v.Op+1)]...)
-	c := &counters{}
-	still := func(cand []string) bool {
-		s := seq
-		s.ops = cand
-		got, _ := runSequence(m, s, c)
-		return got != nil && got.Key == v.Key
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	n := 2
-	for len(ops) >= 2 && time.Now().Before(deadline) {
-		chunk := (len(ops) + n - 1) / n
-		reduced := false
-		for i := 0; i < len(ops); i += chunk {
-			cand := append(append([]string{}, ops[:i]...), ops[min(len(ops), i+chunk):]...)
-			if len(cand) > 0 && still(cand) {
-				ops, reduced = cand, true
-				n = max(n-1, 2)
-				break
-			}
-		}
-		if !reduced {
-			if n >= len(ops) {
-				break
-			}
-			n = min(len(ops), 2*n)
-		}
-	}
-	s := seq
-	s.ops = ops
-	return s
-}
-
-// Regression files: a txtar whose comment says what broke and whose
-// "ops" file holds the settings and one operation per line.
-func writeRegression(t *testing.T, seq sequence, v *violation, seed uint64) string {
-	dir := filepath.Join(repo("internal", "model", "testdata", "model"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txtar", strings.ToLower(v.Inv), seq.seed%1000000))
-	a := &txtar.Archive{
-		Comment: []byte(fmt.Sprintf("%s, found by TestModel (seed %d), shrunk:\n%s\n", v.Inv, seed, firstLine(v.What))),
-		Files:   []txtar.File{{Name: "ops", Data: []byte(fmt.Sprintf("seed %d\nsoak %s\n%s\n", seq.seed, seq.soak, strings.Join(seq.ops, "\n")))}},
-	}
-	if err := os.WriteFile(path, txtar.Format(a), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func readSequence(path string) (sequence, error) {
-	a, err := txtar.ParseFile(path)
-	if err != nil {
-		return sequence{}, err
-	}
-	s := sequence{soak: "24h"}
-	for _, f := range a.Files {
-		if f.Name != "ops" {
-			continue
-		}
-		for _, line := range strings.Split(string(f.Data), "\n") {
-			line = strings.TrimSpace(line)
-			switch {
-			case line == "" || strings.HasPrefix(line, "#"):
-			case strings.HasPrefix(line, "seed "):
-				s.seed, err = strconv.ParseUint(strings.TrimPrefix(line, "seed "), 10, 64)
-			case strings.HasPrefix(line, "soak "):
-				s.soak = strings.TrimPrefix(line, "soak ")
-			default:
-				s.ops = append(s.ops, line)
-			}
-			if err != nil {
-				return s, fmt.Errorf("%s: %v", path, err)
-			}
-		}
-	}
-	if len(s.ops) == 0 {
-		return s, fmt.Errorf("%s: no operations", path)
-	}
-	return s, nil
-}
-
-func firstLine(s string) string {
-	if i := strings.Index(s, "\n"); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func tailLines(log []string, n int) string {
-	if len(log) > n {
-		log = log[len(log)-n:]
-	}
-	return "    " + strings.Join(log, "\n    ")
-}
-
-// knownOpen names the allowance a violation falls under: a break of the
-// promise still open on main, each one check, removed with its fix (the
-// kept regression then replays it). docs/invariant.md lists them.
-func knownOpen(v *violation) string {
-	for _, k := range knownOpenBugs {
-		if strings.Contains(v.Key, k.key) && strings.Contains(v.What, k.contains) {
-			return k.name
-		}
-	}
-	return ""
-}
-
-var knownOpenBugs = []struct{ name, key, contains string }{
+// knownOpenBugs are the breaks of the promise still open on main, each
+// one check, removed with its fix (the kept regression then replays it).
+// docs/invariant.md lists them.
+var knownOpenBugs = []invariant.KnownBug{
 	// Issue 32, class 4, what is left: an error's advice and a damage
 	// report's repair are printed without the state dir, which is relative
 	// here (journal status's next command names it: checked apart).
@@ -383,6 +273,9 @@ var knownOpenBugs = []struct{ name, key, contains string }{
 	// journal run of a step already done skips it (exit 0) while the
 	// history is cut from outside.
 	{"run-skips-done-step-past-cut-history", "D: %s exited 0 while %s is damaged", "already done: skipping"},
+	// A destroy without --force removes a slot whose record is damaged
+	// (exit 0) instead of meeting the damage with exit 3.
+	{"destroy-removes-damaged-record", "D: %s exited 0 and silently replaced the damaged %s", "kubectl-bundle-slot destroy"},
 	// journal begin --candidate b exits 0 while b's record is damaged.
 	{"begin-skips-candidate-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-journal begin"},
 }
