@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,8 +18,10 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -329,12 +330,23 @@ func (x *run) finish(code int, why string) error {
 // pluginBin is the plugin's executable on PATH, as kubectl finds it:
 // kubectl-bundle-NAME, or kubectl-bundle_NAME, the one link krew makes.
 func pluginBin(name string) string {
-	if _, err := exec.LookPath("kubectl-bundle-" + name); err != nil {
-		if _, err := exec.LookPath("kubectl-bundle_" + name); err == nil {
-			return "kubectl-bundle_" + name
-		}
+	if !onPath("kubectl-bundle-"+name) && onPath("kubectl-bundle_"+name) {
+		return "kubectl-bundle_" + name
 	}
 	return "kubectl-bundle-" + name
+}
+
+// onPath says an executable file named name is in a directory of $PATH.
+func onPath(name string) bool {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // call runs a plugin as one of the run's steps and returns its exit code
@@ -353,21 +365,17 @@ func (x *run) quiet(out io.Writer, name string, args ...string) int {
 	if out == nil {
 		out = x.out
 	}
-	c := exec.CommandContext(x.ctx, pluginBin(name), args...)
-	c.Stdin, c.Stdout, c.Stderr = x.in, out, x.errOut
-	if err := c.Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return 128 + int(ws.Signal())
-			}
-			return ee.ExitCode()
-		}
+	code, err := runner.Attach(x.ctx, nil, x.in, out, x.errOut, pluginBin(name), args...)
+	if err != nil {
+		// Not started, or killed by a signal: the step did not finish.
 		fmt.Fprintf(x.errOut, "error: %v\n", err)
-		return kcli.ExitEnvironment
+		return exitOf(errkind.Environment)
 	}
-	return 0
+	return code
 }
+
+// exitOf is the table's exit code of kind k (internal/cli).
+func exitOf(k errkind.Kind) int { return kcli.ExitCode(errkind.Wrap(k, errors.New(k.String()))) }
 
 // output is what a read of a plugin prints (its exit code beside).
 func (x *run) output(name string, args ...string) (string, int) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // Blue-green's runs (blue-green.sh apply, accept, revert), one step a
@@ -105,10 +106,10 @@ func (x *run) bgApply() error {
 		}
 		return x.goTo("resume")
 	case "resume":
-		switch t.Phase {
-		case journal.Destroying, journal.RolledBack, journal.SwitchedBack:
+		switch {
+		case site.RollingBack(t):
 			return x.rollback("resuming an interrupted rollback")
-		case journal.Switched, journal.Soaking, journal.Accepted, journal.Retired:
+		case site.PastSwitch(t):
 			// Past the point of no return: only finish the switch.
 			if code := x.call("switch", "to", t.Slots.Candidate); code != 0 {
 				return x.exit(code)
@@ -361,8 +362,7 @@ func (x *run) bgRevert() error {
 			return x.refuse(4, "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)")
 		}
 		c, p := t.Slots.Candidate, t.Slots.Active
-		switch t.Phase {
-		case journal.Accepted, journal.Retired:
+		if site.Accepted(t) {
 			return x.refuse(4, fmt.Sprintf("transaction %s was accepted: slot %s stays active and slot %s is no revert target any more, so there is nothing to revert; finish the update with: %s", t.ID, c, p, x.self("accept")))
 		}
 		if err := x.checkGateFile("revert"); err != nil {

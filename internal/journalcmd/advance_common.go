@@ -6,6 +6,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
 )
@@ -110,7 +111,7 @@ func (x *run) checkOpen() error {
 		x.warn("error: transaction %s (%s, package %s) is open; finish it first:", t.ID, t.Strategy, pkg)
 		x.quiet(x.errOut, "journal", "status")
 		x.sc.PC = "finished"
-		return &done{kcli.ExitConflict}
+		return &done{exitOf(errkind.Conflict)}
 	}
 	x.say("resuming transaction %s in phase %s (%s)", t.ID, t.Phase, t.Status)
 	return nil
@@ -134,7 +135,7 @@ func (x *run) beginOnActive(verb string) error {
 	}
 	active := x.activeSlot()
 	if active == "" {
-		return x.refuse(kcli.ExitEnvironment, fmt.Sprintf("no active slot: %s %s the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)", x.r.strategy, verb))
+		return x.refuse(exitOf(errkind.Environment), fmt.Sprintf("no active slot: %s %s the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)", x.r.strategy, verb))
 	}
 	args := append([]string{"begin", "--strategy", string(x.r.strategy), "--package", x.r.pkg, "--active", active}, x.r.begin...)
 	if code := x.call("journal", append(args, "-q")...); code != 0 {
