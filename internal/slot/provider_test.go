@@ -76,7 +76,7 @@ func TestProviderNamesStayInProviderFiles(t *testing.T) {
 		"internal/slot/config.go":            true,
 	}
 	// Test-support packages imitate the tools (a fake kind's Docker network is "kind").
-	testSupport := map[string]bool{"fakes": true, "testenv": true, "sitesim": true, "testpkg": true, "demo": true}
+	testSupport := map[string]bool{"fakes": true, "testenv": true, "sitesim": true, "testpkg": true, "demo": true, "invariant": true}
 	// Files where "kind" is a field of a document, not the slot provider.
 	kindIsAField := map[string]bool{"internal/gate/spec.go": true}
 	var files []string
