@@ -84,8 +84,13 @@ func advance(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err == nil {
 		err = x.step()
 	}
-	if serr := x.save(); serr != nil && err == nil {
-		return serr
+	if serr := x.save(); serr != nil {
+		// A run whose progress is not kept would begin again at its
+		// first step on every call, for ever: it stops here instead.
+		var more *kcli.ExitError
+		if err == nil || errors.As(err, &more) && more.Code == kcli.ExitMore {
+			return serr
+		}
 	}
 	return err
 }
@@ -204,10 +209,14 @@ func (x *run) save() error {
 	}
 	b, _ := json.Marshal(x.sc)
 	tmp := x.scPath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return kcli.Environment(fmt.Errorf("keeping the run's progress: %w", err))
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, x.scPath)
 	}
-	return os.Rename(tmp, x.scPath)
+	if err != nil {
+		return kcli.Environment(fmt.Errorf("keeping the run's progress in %s: %w (the run stopped; once it can be written, run again: %s)", x.scPath, err, x.rerun()))
+	}
+	return nil
 }
 
 // checkState ends the run when the state dir is damaged, naming its repair.
