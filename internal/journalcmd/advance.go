@@ -161,8 +161,9 @@ func (x *run) load() error {
 		}
 		x.closers = append(x.closers, f)
 		// Everything goes to the log too, so an unattended run can be
-		// read later; its errors with its output, in order.
-		x.out = io.MultiWriter(x.out, f)
+		// read later; its errors with its output, in order. Best effort:
+		// a log the disk cannot take loses the log, not the run.
+		x.out = io.MultiWriter(x.out, &bestEffort{w: f, name: "--log " + x.r.log, warn: x.errOut})
 		x.errOut = x.out
 		if fresh {
 			fmt.Fprintf(x.out, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
@@ -188,16 +189,39 @@ func (x *run) evidence() {
 		return
 	}
 	x.closers = append(x.closers, f)
+	ev := &bestEffort{w: f, name: "the transaction's evidence " + f.Name(), warn: x.errOut}
 	if x.sc.Evidence != dir {
 		x.sc.Evidence = dir
 		fmt.Fprintf(f, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	if x.errOut == x.out {
-		x.out = io.MultiWriter(x.out, f)
+		x.out = io.MultiWriter(x.out, ev)
 		x.errOut = x.out
 		return
 	}
-	x.out, x.errOut = io.MultiWriter(x.out, f), io.MultiWriter(x.errOut, f)
+	x.out, x.errOut = io.MultiWriter(x.out, ev), io.MultiWriter(x.errOut, ev)
+}
+
+// bestEffort is a copy of the run's output (--log, the evidence) that
+// never fails a write: its first error is said once on warn, and the
+// rest of this call's output goes without it. A plugin's output is
+// copied through it: a failed write would fail a step that succeeded.
+type bestEffort struct {
+	w    io.Writer
+	name string
+	warn io.Writer
+	err  error
+}
+
+func (b *bestEffort) Write(p []byte) (int, error) {
+	if b.err != nil {
+		return len(p), nil
+	}
+	if _, err := b.w.Write(p); err != nil {
+		b.err = err
+		fmt.Fprintf(b.warn, "warning: writing %s: %v: the run goes on without it\n", b.name, err)
+	}
+	return len(p), nil
 }
 
 func (x *run) save() error {
