@@ -51,7 +51,7 @@ func advance(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	r, err := parseRunArgs(args, cmd.String("script"), os.Getenv)
+	r, err := parseArgs(args, cmd.String("script"), os.Getenv, cmd.Bool("check"))
 	if err != nil {
 		return err
 	}
