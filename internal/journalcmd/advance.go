@@ -154,11 +154,20 @@ func (x *run) load() error {
 	if x.sc.Vars == nil {
 		x.sc.Vars = map[string]string{}
 	}
+	var f *os.File
 	if x.r.log != "" {
-		f, err := os.OpenFile(x.r.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
+		var err error
+		f, err = os.OpenFile(x.r.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		switch {
+		case err != nil && fresh:
 			return kcli.Usage("--log %s: %v", x.r.log, err)
+		case err != nil:
+			// Opened by this run's first call: gone since (the medium it
+			// was on), the log is lost, not the run.
+			x.warn("warning: --log %s: %v: the run goes on without it", x.r.log, errors.Unwrap(err))
 		}
+	}
+	if f != nil {
 		x.closers = append(x.closers, f)
 		// Everything goes to the log too, so an unattended run can be
 		// read later; its errors with its output, in order. Best effort:
