@@ -139,7 +139,11 @@ func (x *run) hold(fd int) error {
 // evidence once it has one.
 func (x *run) load() error {
 	h := x.d.OwnRun()
-	if h == nil {
+	// The run is the script that took the lock (advance --hold), which
+	// calls this directly: a holder record left by a killed run, on a run
+	// lock opened by hand, is no run, and its scratch is not to be
+	// carried on.
+	if h == nil || h.PID != os.Getppid() || h.Start != "" && h.Start != state.ProcStart(h.PID) {
 		return kcli.Conflict(errors.New("advance runs inside a strategy script's run only (the script holds the run lock): run the script"))
 	}
 	id := fmt.Sprintf("%d/%s", h.PID, h.Since.Format(time.RFC3339Nano))
