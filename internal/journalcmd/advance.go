@@ -52,7 +52,7 @@ func advance(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	r, err := parseRunArgs(args, cmd.String("script"), os.Getenv)
+	r, err := parseArgs(args, cmd.String("script"), os.Getenv, cmd.Bool("check"))
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,13 @@ func advance(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err == nil {
 		err = x.step()
 	}
-	if serr := x.save(); serr != nil && err == nil {
-		return serr
+	if serr := x.save(); serr != nil {
+		// A run whose progress is not kept would begin again at its
+		// first step on every call, for ever: it stops here instead.
+		var more *kcli.ExitError
+		if err == nil || errors.As(err, &more) && more.Code == kcli.ExitMore {
+			return serr
+		}
 	}
 	return err
 }
@@ -135,7 +140,11 @@ func (x *run) hold(fd int) error {
 // evidence once it has one.
 func (x *run) load() error {
 	h := x.d.OwnRun()
-	if h == nil {
+	// The run is the script that took the lock (advance --hold), which
+	// calls this directly: a holder record left by a killed run, on a run
+	// lock opened by hand, is no run, and its scratch is not to be
+	// carried on.
+	if h == nil || h.PID != os.Getppid() || h.Start != "" && h.Start != state.ProcStart(h.PID) {
 		return kcli.Conflict(errors.New("advance runs inside a strategy script's run only (the script holds the run lock): run the script"))
 	}
 	id := fmt.Sprintf("%d/%s", h.PID, h.Since.Format(time.RFC3339Nano))
@@ -150,15 +159,25 @@ func (x *run) load() error {
 	if x.sc.Vars == nil {
 		x.sc.Vars = map[string]string{}
 	}
+	var f *os.File
 	if x.r.log != "" {
-		f, err := os.OpenFile(x.r.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
+		var err error
+		f, err = os.OpenFile(x.r.log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		switch {
+		case err != nil && fresh:
 			return kcli.Usage("--log %s: %v", x.r.log, err)
+		case err != nil:
+			// Opened by this run's first call: gone since (the medium it
+			// was on), the log is lost, not the run.
+			x.warn("warning: --log %s: %v: the run goes on without it", x.r.log, errors.Unwrap(err))
 		}
+	}
+	if f != nil {
 		x.closers = append(x.closers, f)
 		// Everything goes to the log too, so an unattended run can be
-		// read later; its errors with its output, in order.
-		x.out = io.MultiWriter(x.out, f)
+		// read later; its errors with its output, in order. Best effort:
+		// a log the disk cannot take loses the log, not the run.
+		x.out = io.MultiWriter(x.out, &bestEffort{w: f, name: "--log " + x.r.log, warn: x.errOut})
 		x.errOut = x.out
 		if fresh {
 			fmt.Fprintf(x.out, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
@@ -184,16 +203,39 @@ func (x *run) evidence() {
 		return
 	}
 	x.closers = append(x.closers, f)
+	ev := &bestEffort{w: f, name: "the transaction's evidence " + f.Name(), warn: x.errOut}
 	if x.sc.Evidence != dir {
 		x.sc.Evidence = dir
 		fmt.Fprintf(f, "===== %s %s =====\n", filepath.Base(x.r.script), time.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	if x.errOut == x.out {
-		x.out = io.MultiWriter(x.out, f)
+		x.out = io.MultiWriter(x.out, ev)
 		x.errOut = x.out
 		return
 	}
-	x.out, x.errOut = io.MultiWriter(x.out, f), io.MultiWriter(x.errOut, f)
+	x.out, x.errOut = io.MultiWriter(x.out, ev), io.MultiWriter(x.errOut, ev)
+}
+
+// bestEffort is a copy of the run's output (--log, the evidence) that
+// never fails a write: its first error is said once on warn, and the
+// rest of this call's output goes without it. A plugin's output is
+// copied through it: a failed write would fail a step that succeeded.
+type bestEffort struct {
+	w    io.Writer
+	name string
+	warn io.Writer
+	err  error
+}
+
+func (b *bestEffort) Write(p []byte) (int, error) {
+	if b.err != nil {
+		return len(p), nil
+	}
+	if _, err := b.w.Write(p); err != nil {
+		b.err = err
+		fmt.Fprintf(b.warn, "warning: writing %s: %v: the run goes on without it\n", b.name, err)
+	}
+	return len(p), nil
 }
 
 func (x *run) save() error {
@@ -205,10 +247,14 @@ func (x *run) save() error {
 	}
 	b, _ := json.Marshal(x.sc)
 	tmp := x.scPath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return kcli.Environment(fmt.Errorf("keeping the run's progress: %w", err))
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, x.scPath)
 	}
-	return os.Rename(tmp, x.scPath)
+	if err != nil {
+		return kcli.Environment(fmt.Errorf("keeping the run's progress in %s: %w (the run stopped; once it can be written, run again: %s)", x.scPath, err, x.rerun()))
+	}
+	return nil
 }
 
 // checkState ends the run when the state dir is damaged, naming its repair.

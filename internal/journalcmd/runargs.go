@@ -36,8 +36,17 @@ type runArgs struct {
 // sign the site's packages keyless.
 const githubActionsIssuer = "https://token.actions.githubusercontent.com"
 
-// parseRunArgs reads args (STRATEGY OP SCRIPT-ARGS...) as the script was given them.
+// parseRunArgs reads args (STRATEGY OP SCRIPT-ARGS...) as the script was
+// given them, checking that the PACKAGE is there.
 func parseRunArgs(args []string, script string, getenv func(string) string) (*runArgs, error) {
+	return parseArgs(args, script, getenv, true)
+}
+
+// parseArgs is parseRunArgs; with statPackage false the PACKAGE is not
+// looked at: the calls of a run after its check (advance --check) read
+// the arguments again, and the package is read only by its verification,
+// which stages it; the medium it came on may be gone by then.
+func parseArgs(args []string, script string, getenv func(string) string, statPackage bool) (*runArgs, error) {
 	if len(args) < 2 {
 		return nil, kcli.Usage("want STRATEGY OP [ARGS...]")
 	}
@@ -122,7 +131,7 @@ func parseRunArgs(args []string, script string, getenv func(string) string) (*ru
 			if r.pkg != "" {
 				return nil, kcli.Usage("one PACKAGE only (got %s and %s)", r.pkg, a)
 			}
-			if fi, err := os.Stat(a); err != nil || fi.IsDir() {
+			if fi, err := os.Stat(a); statPackage && (err != nil || fi.IsDir()) {
 				return nil, kcli.Usage("package %s not found", a)
 			}
 			// Absolute, so that a re-run from anywhere resumes the same transaction.

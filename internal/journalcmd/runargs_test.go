@@ -96,6 +96,10 @@ func TestParseRunArgs(t *testing.T) {
 			}
 		})
 	}
+	// A run's calls after its check: the package may be gone (staged).
+	if r, err := parseArgs([]string{"in-place", "apply", "/gone/p.tar.zst"}, "/s/x.sh", env(), false); err != nil || r.pkg != "/gone/p.tar.zst" {
+		t.Fatalf("a run's later call with its package gone: %+v, %v", r, err)
+	}
 	r, err := parseRunArgs([]string{"blue-green", "revert", "--force", "--yes"}, "/s/blue-green.sh", env())
 	if err != nil || !r.force || !r.yes {
 		t.Fatalf("revert --force --yes: %+v, %v", r, err)
