@@ -6,7 +6,10 @@
 #
 # Two management kind clusters, kb-capd-a and kb-capd-b, each with the
 # bench's Cluster API and clusterctl's provider inventory as clusterctl
-# init leaves it (mgmt_inventory in lib.sh). Slot a creates workload
+# init leaves it (mgmt_inventory in lib.sh): slot a the site's release
+# (hack/tools/capi), slot b first an older one (hack/tools/capi-v1.13,
+# built by hack/images/capi.sh too), then the site's, upgraded in place
+# (mgmt_install over the older providers). Slot a creates workload
 # cluster kb-capd-wl-a and the bench workload runs there; the request loop
 # goes to the workload on its machine (NodePort), as the workload's users
 # do. The site's slots are the plugins' existing provider on the two
@@ -14,11 +17,13 @@
 # provider would also move a registry alias, which this bench has no
 # registry for). Measured:
 #
-#   1. preflight on real providers: slot b's inventory says its CAPD is
-#      older (v1.13.7) than slot a's: the switch must refuse, exit 3,
-#      before anything is paused; and the load balancer template the
-#      DockerCluster names is only on slot a (the mover would leave it
-#      behind): refused too, then created on slot b as the refusal says;
+#   1. preflight on real providers: slot b runs an older Cluster API
+#      (core and kubeadm v1.13.6, CAPD v1.13.7): the switch must refuse,
+#      exit 3, before anything is paused; then slot b's providers are
+#      upgraded in place to the site's release (its time) and its gate
+#      recorded again; and the load balancer template the DockerCluster
+#      names is only on slot a (the mover would leave it behind): refused
+#      too, then created on slot b as the refusal says;
 #   2. the pivot a -> b: its duration, how long the Cluster stays paused on
 #      each side (polled every ~0.5 s), failed workload requests, what
 #      slot b's providers do with the machine (the same container, or a
@@ -36,11 +41,21 @@ b=kb-capd-b
 wl=kb-capd-wl-a
 watch_s=${KB_CAPD_AFTER_S:-60}
 capd_begin_site
+old_env=$(capi_older)
+# shellcheck disable=SC1090
+old=$(. "$old_env" && echo "core and kubeadm $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION")
+# provider_images MGMT: the manager images MGMT's providers run.
+provider_images() {
+  mk "$1" get deployments -A -o jsonpath='{range .items[*]}{.spec.template.spec.containers[*].image}{"\n"}{end}' |
+    grep -o 'kb-bench/[a-z-]*manager:[^ ]*' | sed 's#^kb-bench/##; s#-[0-9a-f]\{16\}$##' | sort | paste -sd ' ' -
+}
 
 mgmt_create "$a"
-mgmt_inventory "$a" "$KB_CAPI_VERSION"
-mgmt_create "$b"
-mgmt_inventory "$b" "$KB_CAPI_VERSION"
+mgmt_inventory "$a"
+with_capi "$old_env" mgmt_create "$b"
+with_capi "$old_env" mgmt_inventory "$b"
+result "slot a's providers (images)" "$(provider_images "$a")"
+result "slot b's providers (images)" "$(provider_images "$b")"
 wl_up "$a" "$wl"
 loop_start "$wl_url" "$work/loop.txt"
 loop_baseline "$work/loop.txt" "the pivot"
@@ -111,17 +126,28 @@ machines_of() {
   mk "$1" get machines -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase} {end}' 2>/dev/null || true
 }
 
-# --- 1. refused: slot b's CAPD is older than slot a's ---
-mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p '{"version":"v1.13.7"}' >/dev/null
+# --- 1. refused: slot b's providers are older than slot a's ---
+machines_before=$(machines_of "$a")
 t_ms=$(now_ms)
 rc=0
 kubectl-bundle-switch to b --mode pivot >"$work/refused.out" 2>&1 || rc=$?
-result "pivot to b with b's CAPD older (v1.13.7): exit" "$rc"
-result "pivot to b with b's CAPD older: message" "$(grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | head -1)"
-result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
-result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
-mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
 cat "$work/refused.out" >&2
+result "pivot to b with b's providers older ($old): exit" "$rc"
+grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | sort -u >"$work/refused-providers.txt" || true
+result "pivot to b with b's providers older: providers refused" "$(wc -l <"$work/refused-providers.txt")"
+while read -r line; do result "  refused" "$line"; done <"$work/refused-providers.txt"
+result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
+result "pivot to b refused: Machines on a before / after" "$machines_before/ $(machines_of "$a")"
+result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
+
+# --- 1a. slot b's providers upgraded in place to the site's release, as
+# the refusal says; its gate recorded again ---
+t=$(now)
+mgmt_install "$b"
+mgmt_inventory "$b"
+result "slot b's providers upgraded in place to $KB_CAPI_VERSION (s)" "$(secs "$t")"
+result "slot b's providers after the upgrade (images)" "$(provider_images "$b")"
+plugin kubectl-bundle-gate --slot b --record -f "$work/gate.yaml" --timeout 2m || die "slot b's gate after the upgrade"
 
 # --- 1b. refused: the load balancer template would stay behind (the
 # mover takes a ConfigMap only with an owner that moves; measured in the
