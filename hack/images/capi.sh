@@ -72,6 +72,8 @@ fi
 
 [ "$(id -u)" = 0 ] || die "building the load balancer's root filesystem needs root (debootstrap)"
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine at ${DOCKER_HOST:-the default socket} (hack/docker/ensure.sh start)"
+# go list -m names a module's directory only once it is in the module cache.
+(cd "$tools" && "$GO" mod download sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test) || die "downloading Cluster API's modules for $tools"
 mods=$(cd "$tools" && "$GO" list -m -f '{{.Path}}={{.Dir}}' sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test)
 capi_dir=$(echo "$mods" | awk -F= '$1 == "sigs.k8s.io/cluster-api" {print $2}')
 capd_dir=$(echo "$mods" | awk -F= '$1 == "sigs.k8s.io/cluster-api/test" {print $2}')/infrastructure/docker
