@@ -29,7 +29,14 @@
 #      slot b's providers do with the machine (the same container, or a
 #      new one), and how long until the Cluster is Available on b again
 #      (its status is rebuilt, not moved);
-#   3. the undo (switch back, b -> a): the same numbers.
+#   3. the undo (switch back, b -> a): the same numbers;
+#   4. what step 1b's refusal prevents: the load balancer template deleted
+#      on the slot that manages the cluster, a control-plane machine
+#      created (a rollout to a new machine template) and, once the
+#      template is back and the new machine runs, the old one deleted
+#      without it: the Machines, DockerMachines, load balancer backends,
+#      CAPD's errors and the workload (KB_CAPD_TEMPLATE_S, default 180 s,
+#      of each without the template).
 #
 #   hack/docker/ensure.sh run hack/capd/run.sh pivot
 set -o errexit -o nounset -o pipefail
@@ -209,6 +216,98 @@ touch "$work/paused.stop"
 wait "$watcher" 2>/dev/null || true
 loop_stop "$work/loop.txt"
 loop_report "$work/loop.txt" "in all"
+
+# --- 4. the load balancer template missing where the cluster is managed:
+# what a pivot that left the template behind (step 1b's refusal) would
+# have given slot b. Here on slot a, which manages the cluster after the
+# undo: its template deleted, then a control-plane machine created (a
+# rollout to a new machine template, as in experiment (b)) and, once the
+# template is back and the new machine runs, the old one deleted without
+# it. A client that tries each running machine in turn measures the
+# workload (loop_start_cluster). ---
+template_get() { mk "$a" get configmap kb-capd-haproxy -o name 2>/dev/null || echo none; }
+template_restore() { awk '/^---$/ {exit} {print}' "$work/$wl.yaml" | mk "$a" apply -f - >/dev/null || die "restoring the haproxy template on $a"; }
+# lb_backends: the control-plane servers in the load balancer's configuration.
+lb_backends() { docker exec "$wl-lb" cat /usr/local/etc/haproxy/haproxy.cfg 2>/dev/null | awk '$1 == "server" {print $2}' | sort | paste -sd ' ' -; }
+# dockermachines: "<name>=<weight annotation>[,deleting]" of slot a's DockerMachines.
+dockermachines() {
+  mk "$a" get dockermachines -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.annotations.devmachine\.infrastructure\.cluster\.x-k8s\.io/weight}{.metadata.deletionTimestamp}{" "}{end}' 2>/dev/null |
+    sed 's/=\([0-9]*\)20[0-9-]*T[0-9:]*Z/=\1,deleting/g' || true
+}
+template_errors() { # FROM (RFC 3339): CAPD's errors about the template on slot a since FROM
+  mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$1" 2>/dev/null | grep -c 'custom HAProxy configuration ConfigMap' || true
+}
+old_machine=$(mk "$a" get machines -o jsonpath='{.items[0].metadata.name}')
+loop_start_cluster "$wl" "$work/loop-template.txt"
+loop_baseline "$work/loop-template.txt" "the template step"
+t_ms=$(now_ms)
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+mk "$a" delete configmap kb-capd-haproxy >/dev/null || die "deleting the haproxy template on $a"
+cat >"$work/template-v2.yaml" <<EOF
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata:
+  name: $wl-cp-v2
+  namespace: default
+spec:
+  template:
+    spec:
+      customImage: $KB_NODE_IMAGE
+      preLoadImages: [$KB_WORKLOAD_IMAGE]
+EOF
+mk "$a" apply -f - <"$work/template-v2.yaml" >/dev/null || die "applying the new machine template"
+mk "$a" patch kcp "$wl-cp" --type merge -p "{\"spec\":{\"machineTemplate\":{\"spec\":{\"infrastructureRef\":{\"name\":\"$wl-cp-v2\"}}}}}" >/dev/null ||
+  die "pointing the KubeadmControlPlane at the new template"
+t=$(now)
+sleep "${KB_CAPD_TEMPLATE_S:-180}"
+result "no template, machine created: after (s)" "$(secs "$t")"
+result "no template, machine created: Machines" "$(machines_of "$a")"
+result "no template, machine created: DockerMachines (weight)" "$(dockermachines)"
+result "no template, machine created: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
+result "no template, machine created: load balancer backends" "$(lb_backends)"
+result "no template, machine created: CAPD template errors" "$(template_errors "$since")"
+loop_report "$work/loop-template.txt" "without the template (creation)" "$t_ms"
+mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$since" 2>/dev/null | grep 'custom HAProxy' | tail -3 >&2 || true
+
+# The template back: the new machine should join; as soon as it runs,
+# the template goes again and KCP deletes the old machine without it.
+template_restore
+t=$(now)
+deadline=$(($(date +%s) + 900))
+while :; do
+  m=$(machines_of "$a")
+  [ "$(echo "$m" | tr ' ' '\n' | grep -c '=Running$' || true)" -lt 2 ] || break
+  if [ "$(echo "$m" | wc -w)" = 1 ] && [[ $m != "$old_machine="* ]]; then break; fi # the rollout already ended
+  [ "$(date +%s)" -lt "$deadline" ] || die "the new machine did not run in 900 s after the template came back (machines: $m)"
+  sleep 2
+done
+result "template back: new Machine Running after (s)" "$(secs "$t")"
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+t_ms=$(now_ms)
+mk "$a" delete configmap kb-capd-haproxy >/dev/null 2>&1 || true
+t=$(now)
+sleep "${KB_CAPD_TEMPLATE_S:-180}"
+result "no template, machine deleted: after (s)" "$(secs "$t")"
+result "no template, machine deleted: Machines" "$(machines_of "$a")"
+result "no template, machine deleted: DockerMachines (weight)" "$(dockermachines)"
+result "no template, machine deleted: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
+result "no template, machine deleted: load balancer backends" "$(lb_backends)"
+result "no template, machine deleted: CAPD template errors" "$(template_errors "$since")"
+loop_report "$work/loop-template.txt" "without the template (deletion)" "$t_ms"
+
+# The template back: the rollout should end (one Running Machine, the new).
+template_restore
+t=$(now)
+deadline=$(($(date +%s) + 900))
+until [ "$(machines_of "$a" | wc -w)" = 1 ] && [[ $(machines_of "$a") != "$old_machine="* ]] && [[ $(machines_of "$a") == *=Running* ]]; do
+  [ "$(date +%s)" -lt "$deadline" ] || die "the rollout did not end in 900 s after the template came back (machines: $(machines_of "$a"))"
+  sleep 2
+done
+result "template back: rollout ended after (s)" "$(secs "$t")"
+result "template back: Machines / load balancer backends" "$(machines_of "$a")/ $(lb_backends)"
+sleep 20
+loop_stop "$work/loop-template.txt"
+loop_report "$work/loop-template.txt" "through the template step" 0
 echo "--- containers before, after the pivot, after the undo" >&2
 cat "$work/containers-before.txt" "$work/containers-after-pivot.txt" "$work/containers-after-back.txt" >&2
 result "load average at end" "$(load_line)"
