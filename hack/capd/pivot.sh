@@ -48,9 +48,10 @@ b=kb-capd-b
 wl=kb-capd-wl-a
 watch_s=${KB_CAPD_AFTER_S:-60}
 capd_begin_site
-old_env=$(capi_older)
-# shellcheck disable=SC1090
-old=$(. "$old_env" && echo "core and kubeadm $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION")
+# The older Cluster API for slot b is built (or taken from its cache)
+# while slot a comes up.
+capi_older >"$work/old-env.path" 2>"$work/old-env.log" &
+old_pid=$!
 # provider_images MGMT: the manager images MGMT's providers run.
 provider_images() {
   mk "$1" get deployments -A -o jsonpath='{range .items[*]}{.spec.template.spec.containers[*].image}{"\n"}{end}' |
@@ -59,11 +60,17 @@ provider_images() {
 
 mgmt_create "$a"
 mgmt_inventory "$a"
+wl_up "$a" "$wl"
+t=$(now)
+wait "$old_pid" || die "the older Cluster API: $(tail -5 "$work/old-env.log")"
+result "older Cluster API ready, waited for it (s)" "$(secs "$t")"
+old_env=$(cat "$work/old-env.path")
+# shellcheck disable=SC1090
+old=$(. "$old_env" && echo "core and kubeadm $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION")
 with_capi "$old_env" mgmt_create "$b"
 with_capi "$old_env" mgmt_inventory "$b"
 result "slot a's providers (images)" "$(provider_images "$a")"
 result "slot b's providers (images)" "$(provider_images "$b")"
-wl_up "$a" "$wl"
 loop_start "$wl_url" "$work/loop.txt"
 loop_baseline "$work/loop.txt" "the pivot"
 result "memory: management a / b / workload machine (MiB)" "$(mem_of "^$a-control-plane\$") / $(mem_of "^$b-control-plane\$") / $(mem_of "^$wl_node\$")"

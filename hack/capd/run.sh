@@ -6,10 +6,10 @@
 #
 #   hack/docker/ensure.sh run hack/capd/run.sh [EXPERIMENT...]   # default: all
 #
-# The images come first (hack/images/build.sh, hack/images/capi.sh for the
-# site's Cluster API and, for pivot, the older one of hack/tools/capi-v1.13;
-# each cached by pin hash, built at low CPU weight), so a cold machine
-# builds them once for every experiment.
+# The images come first (hack/images/build.sh, hack/images/capi.sh, both
+# cached by pin hash, built at low CPU weight), so a cold machine builds
+# them once for every experiment; pivot builds the older Cluster API of
+# hack/tools/capi-v1.13 itself, while its slot a comes up.
 set -o errexit -o nounset -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,11 +25,6 @@ fi
 if [ -z "${KB_CAPI_ENV:-}" ]; then
   KB_CAPI_ENV=$("$root/hack/lowcpu.sh" "$root/hack/images/capi.sh")
   export KB_CAPI_ENV
-fi
-# The pivot experiment also installs an older Cluster API on slot b.
-if [ -z "${KB_CAPI_OLD_ENV:-}" ] && [[ " $* " == *" pivot "* ]]; then
-  KB_CAPI_OLD_ENV=$("$root/hack/lowcpu.sh" "$root/hack/images/capi.sh" "$root/hack/tools/capi-v1.13")
-  export KB_CAPI_OLD_ENV
 fi
 rc=0
 for e in "$@"; do
