@@ -379,17 +379,8 @@ spec:
         - name: eviction-hard
           value: "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
 ---
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachineTemplate
-metadata:
-  name: $wl-cp
-  namespace: default
-spec:
-  template:
-    spec:
-      customImage: $KB_NODE_IMAGE
-      preLoadImages: [$KB_WORKLOAD_IMAGE]
 EOF
+  machine_template "$wl-cp" >>"$work/$wl.yaml"
   for _ in $(seq 1 30); do
     if mk "$c" apply -f - <"$work/$wl.yaml" >>"$work/$c-apply.log" 2>&1; then
       return 0
@@ -397,6 +388,37 @@ EOF
     sleep 4
   done
   die "applying workload cluster $wl into $c: $(tail -5 "$work/$c-apply.log")"
+}
+
+# machine_template NAME: the DockerMachineTemplate NAME of the workload
+# clusters' control-plane machines (the bench's node image, the workload
+# image preloaded).
+machine_template() {
+  cat <<EOF
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata:
+  name: $1
+  namespace: default
+spec:
+  template:
+    spec:
+      customImage: $KB_NODE_IMAGE
+      preLoadImages: [$KB_WORKLOAD_IMAGE]
+EOF
+}
+
+# wl_retemplate MGMT CLUSTER: the change that makes KCP replace its
+# machines, as an in-place update of the package applies it: a new
+# DockerMachineTemplate CLUSTER-cp-v2 (templates are immutable, so a
+# changed machine template is a new one) and KubeadmControlPlane
+# CLUSTER-cp pointed at it.
+wl_retemplate() {
+  local c=$1 wl=$2
+  machine_template "$wl-cp-v2" >"$work/template-v2.yaml"
+  mk "$c" apply -f - <"$work/template-v2.yaml" >/dev/null || die "applying the new machine template"
+  mk "$c" patch kcp "$wl-cp" --type merge -p "{\"spec\":{\"machineTemplate\":{\"spec\":{\"infrastructureRef\":{\"name\":\"$wl-cp-v2\"}}}}}" >/dev/null ||
+    die "pointing the KubeadmControlPlane at the new template"
 }
 
 # wl_wait_available MGMT CLUSTER TIMEOUT_S: waits until Cluster CLUSTER is

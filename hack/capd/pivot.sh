@@ -244,35 +244,26 @@ dockermachines() {
 template_errors() { # FROM (RFC 3339): CAPD's errors about the template on slot a since FROM
   mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$1" 2>/dev/null | grep -c 'custom HAProxy configuration ConfigMap' || true
 }
+# template_state WHAT: what the cluster's objects and containers show
+# after T (set by the caller) without the template, since SINCE.
+template_state() {
+  result "no template, $1: after (s)" "$(secs "$t")"
+  result "no template, $1: Machines" "$(machines_of "$a")"
+  result "no template, $1: DockerMachines (weight)" "$(dockermachines)"
+  result "no template, $1: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
+  result "no template, $1: load balancer backends" "$(lb_backends)"
+  result "no template, $1: CAPD template errors" "$(template_errors "$since")"
+}
 old_machine=$(mk "$a" get machines -o jsonpath='{.items[0].metadata.name}')
 loop_start_cluster "$wl" "$work/loop-template.txt"
 loop_baseline "$work/loop-template.txt" "the template step"
 t_ms=$(now_ms)
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 mk "$a" delete configmap kb-capd-haproxy >/dev/null || die "deleting the haproxy template on $a"
-cat >"$work/template-v2.yaml" <<EOF
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachineTemplate
-metadata:
-  name: $wl-cp-v2
-  namespace: default
-spec:
-  template:
-    spec:
-      customImage: $KB_NODE_IMAGE
-      preLoadImages: [$KB_WORKLOAD_IMAGE]
-EOF
-mk "$a" apply -f - <"$work/template-v2.yaml" >/dev/null || die "applying the new machine template"
-mk "$a" patch kcp "$wl-cp" --type merge -p "{\"spec\":{\"machineTemplate\":{\"spec\":{\"infrastructureRef\":{\"name\":\"$wl-cp-v2\"}}}}}" >/dev/null ||
-  die "pointing the KubeadmControlPlane at the new template"
+wl_retemplate "$a" "$wl"
 t=$(now)
 sleep "${KB_CAPD_TEMPLATE_S:-180}"
-result "no template, machine created: after (s)" "$(secs "$t")"
-result "no template, machine created: Machines" "$(machines_of "$a")"
-result "no template, machine created: DockerMachines (weight)" "$(dockermachines)"
-result "no template, machine created: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
-result "no template, machine created: load balancer backends" "$(lb_backends)"
-result "no template, machine created: CAPD template errors" "$(template_errors "$since")"
+template_state "machine created"
 loop_report "$work/loop-template.txt" "without the template (creation)" "$t_ms"
 mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$since" 2>/dev/null | grep 'custom HAProxy' | tail -3 >&2 || true
 
@@ -294,12 +285,7 @@ t_ms=$(now_ms)
 mk "$a" delete configmap kb-capd-haproxy >/dev/null 2>&1 || true
 t=$(now)
 sleep "${KB_CAPD_TEMPLATE_S:-180}"
-result "no template, machine deleted: after (s)" "$(secs "$t")"
-result "no template, machine deleted: Machines" "$(machines_of "$a")"
-result "no template, machine deleted: DockerMachines (weight)" "$(dockermachines)"
-result "no template, machine deleted: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
-result "no template, machine deleted: load balancer backends" "$(lb_backends)"
-result "no template, machine deleted: CAPD template errors" "$(template_errors "$since")"
+template_state "machine deleted"
 loop_report "$work/loop-template.txt" "without the template (deletion)" "$t_ms"
 
 # The template back: the rollout should end (one Running Machine, the new).
