@@ -55,17 +55,56 @@ capd_init() {
   done <<EOF
 $KB_BENCH_IMAGES/node.tar $KB_NODE_IMAGE_ID
 $KB_BENCH_IMAGES/workload.tar $KB_WORKLOAD_IMAGE_ID
+EOF
+  for ref in "$KB_NODE_IMAGE" "$KB_WORKLOAD_IMAGE"; do
+    docker image inspect "$ref" >/dev/null 2>&1 || die "image $ref is not in the engine after loading its archive"
+  done
+  capi_load
+  : >"$work/results.txt"
+  say "node $KB_NODE_IMAGE, Cluster API $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION, load balancer $KB_HAPROXY_IMAGE"
+}
+
+# capi_load: the Cluster API images of the capi.env sourced last (KB_CAPI_*)
+# into the engine.
+capi_load() {
+  local a id ref
+  while read -r a id; do
+    docker image inspect "$id" >/dev/null 2>&1 || docker load -i "$a" >/dev/null
+  done <<EOF
 $KB_CAPI_DIR/capi-manager.tar $KB_CAPI_IMAGE_ID
 $KB_CAPI_DIR/kubeadm-bootstrap-manager.tar $KB_CABPK_IMAGE_ID
 $KB_CAPI_DIR/kubeadm-control-plane-manager.tar $KB_KCP_IMAGE_ID
 $KB_CAPI_DIR/capd-manager.tar $KB_CAPD_IMAGE_ID
 $KB_CAPI_DIR/haproxy.tar $KB_HAPROXY_IMAGE_ID
 EOF
-  for ref in "$KB_NODE_IMAGE" "$KB_WORKLOAD_IMAGE" "$KB_CAPI_IMAGE" "$KB_CABPK_IMAGE" "$KB_KCP_IMAGE" "$KB_CAPD_IMAGE" "$KB_HAPROXY_IMAGE"; do
+  for ref in "$KB_CAPI_IMAGE" "$KB_CABPK_IMAGE" "$KB_KCP_IMAGE" "$KB_CAPD_IMAGE" "$KB_HAPROXY_IMAGE"; do
     docker image inspect "$ref" >/dev/null 2>&1 || die "image $ref is not in the engine after loading its archive"
   done
-  : >"$work/results.txt"
-  say "node $KB_NODE_IMAGE, Cluster API $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION, load balancer $KB_HAPROXY_IMAGE"
+}
+
+# capi_older: prints the capi.env of the older Cluster API
+# (hack/tools/capi-v1.13, built by hack/images/capi.sh like the site's,
+# cached by its own pins), its images loaded into the engine;
+# KB_CAPI_OLD_ENV names one to use instead.
+capi_older() {
+  local env
+  env=${KB_CAPI_OLD_ENV:-$("$root/hack/lowcpu.sh" "$root/hack/images/capi.sh" "$root/hack/tools/capi-v1.13")} ||
+    die "building the older Cluster API (hack/images/capi.sh hack/tools/capi-v1.13)"
+  with_capi "$env" capi_load
+  echo "$env"
+}
+
+# with_capi ENV CMD...: CMD (a function of this file) with the Cluster API
+# of capi.env ENV instead of the site's, in a subshell whose failure ends
+# the experiment.
+with_capi() {
+  local env=$1
+  shift
+  (
+    # shellcheck disable=SC1090
+    . "$env"
+    "$@"
+  ) || exit 1
 }
 
 # capd_begin: what every experiment does first: the images loaded
@@ -148,7 +187,7 @@ wk() {
 }
 
 # mgmt_create NAME: a management kind cluster (the Docker socket mounted)
-# with the bench's Cluster API installed and Available.
+# with the bench's Cluster API installed and Available (mgmt_install).
 mgmt_create() {
   local c=$1 t
   t=$(now)
@@ -166,6 +205,16 @@ EOF
     die "kind create cluster $c: $(tail -5 "$work/$c-kind.log")"
   result "$c: kind create (s)" "$(secs "$t")"
   t=$(now)
+  mgmt_install "$c"
+  result "$c: Cluster API installed and Available (s)" "$(secs "$t")"
+}
+
+# mgmt_install NAME: the Cluster API of KB_CAPI_* (capi.env) applied to
+# management cluster NAME, each provider's Deployment rolled out and
+# Available; over other versions of the providers, an upgrade (or a
+# downgrade) in place.
+mgmt_install() {
+  local c=$1
   kind load docker-image --name "$c" "$KB_CAPI_IMAGE" "$KB_CABPK_IMAGE" "$KB_KCP_IMAGE" "$KB_CAPD_IMAGE" >>"$work/$c-kind.log" 2>&1 ||
     die "kind load docker-image into $c: $(tail -5 "$work/$c-kind.log")"
   local m
@@ -173,24 +222,29 @@ EOF
     mk "$c" apply --server-side --force-conflicts -f - <"$KB_CAPI_MANIFESTS/$m.yaml" >>"$work/$c-apply.log" 2>&1 ||
       die "applying $m into $c: $(tail -5 "$work/$c-apply.log")"
   done
-  local ns
+  local ns d
   for ns in capi-system capi-kubeadm-bootstrap-system capi-kubeadm-control-plane-system capd-system; do
     mk "$c" -n "$ns" wait --for=condition=Available deployment --all --timeout=300s >>"$work/$c-apply.log" 2>&1 || {
       mk "$c" -n "$ns" get pods -o wide >&2 || true
       mk "$c" -n "$ns" logs deployment --all-containers --tail=30 >&2 || true
       die "the providers in $ns of $c are not Available in 300 s"
     }
+    # Over older providers, Available counts the old pod: wait for the
+    # new template's too.
+    for d in $(mk "$c" -n "$ns" get deployments -o name); do
+      mk "$c" -n "$ns" rollout status "$d" --timeout=300s >>"$work/$c-apply.log" 2>&1 ||
+        die "$d in $ns of $c did not roll out in 300 s"
+    done
   done
-  result "$c: Cluster API installed and Available (s)" "$(secs "$t")"
 }
 
-# mgmt_inventory MGMT VERSION: what clusterctl init adds to the providers
-# it installs, which clusterctl's mover (the S3 pivot) reads: its provider
-# inventory (the Provider CRD from the cluster-api module, one Provider
-# per installed provider at VERSION) and the clusterctl label on every
-# Cluster API CRD.
+# mgmt_inventory MGMT: what clusterctl init adds to the providers it
+# installs, which clusterctl's mover (the S3 pivot) reads: its provider
+# inventory (the Provider CRD from the cluster-api module, one Provider per
+# installed provider, at KB_CAPI_VERSION, CAPD at KB_CAPD_VERSION) and the
+# clusterctl label on every Cluster API CRD.
 mgmt_inventory() {
-  local c=$1 v=$2 capi_mod p name ns type pname
+  local c=$1 v capi_mod p name ns type pname
   capi_mod=$(cd "$root/hack/tools/capi" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) ||
     die "the cluster-api module is not in the module cache (cd hack/tools/capi && go mod download)"
   mk "$c" apply --server-side -f - <"$capi_mod/cmd/clusterctl/config/manifest/clusterctl-api.yaml" >>"$work/$c-apply.log" 2>&1 ||
@@ -204,6 +258,8 @@ mgmt_inventory() {
   for p in cluster-api:capi-system:CoreProvider:cluster-api bootstrap-kubeadm:capi-kubeadm-bootstrap-system:BootstrapProvider:kubeadm \
     control-plane-kubeadm:capi-kubeadm-control-plane-system:ControlPlaneProvider:kubeadm infrastructure-docker:capd-system:InfrastructureProvider:docker; do
     IFS=: read -r name ns type pname <<<"$p"
+    v=$KB_CAPI_VERSION
+    [ "$name" != infrastructure-docker ] || v=$KB_CAPD_VERSION
     mk "$c" apply -f - >>"$work/$c-apply.log" 2>&1 <<EOF || die "recording provider $name in $c's inventory"
 apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
 kind: Provider
@@ -323,17 +379,8 @@ spec:
         - name: eviction-hard
           value: "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
 ---
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachineTemplate
-metadata:
-  name: $wl-cp
-  namespace: default
-spec:
-  template:
-    spec:
-      customImage: $KB_NODE_IMAGE
-      preLoadImages: [$KB_WORKLOAD_IMAGE]
 EOF
+  machine_template "$wl-cp" >>"$work/$wl.yaml"
   for _ in $(seq 1 30); do
     if mk "$c" apply -f - <"$work/$wl.yaml" >>"$work/$c-apply.log" 2>&1; then
       return 0
@@ -341,6 +388,37 @@ EOF
     sleep 4
   done
   die "applying workload cluster $wl into $c: $(tail -5 "$work/$c-apply.log")"
+}
+
+# machine_template NAME: the DockerMachineTemplate NAME of the workload
+# clusters' control-plane machines (the bench's node image, the workload
+# image preloaded).
+machine_template() {
+  cat <<EOF
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata:
+  name: $1
+  namespace: default
+spec:
+  template:
+    spec:
+      customImage: $KB_NODE_IMAGE
+      preLoadImages: [$KB_WORKLOAD_IMAGE]
+EOF
+}
+
+# wl_retemplate MGMT CLUSTER: the change that makes KCP replace its
+# machines, as an in-place update of the package applies it: a new
+# DockerMachineTemplate CLUSTER-cp-v2 (templates are immutable, so a
+# changed machine template is a new one) and KubeadmControlPlane
+# CLUSTER-cp pointed at it.
+wl_retemplate() {
+  local c=$1 wl=$2
+  machine_template "$wl-cp-v2" >"$work/template-v2.yaml"
+  mk "$c" apply -f - <"$work/template-v2.yaml" >/dev/null || die "applying the new machine template"
+  mk "$c" patch kcp "$wl-cp" --type merge -p "{\"spec\":{\"machineTemplate\":{\"spec\":{\"infrastructureRef\":{\"name\":\"$wl-cp-v2\"}}}}}" >/dev/null ||
+    die "pointing the KubeadmControlPlane at the new template"
 }
 
 # wl_wait_available MGMT CLUSTER TIMEOUT_S: waits until Cluster CLUSTER is

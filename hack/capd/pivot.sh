@@ -6,7 +6,10 @@
 #
 # Two management kind clusters, kb-capd-a and kb-capd-b, each with the
 # bench's Cluster API and clusterctl's provider inventory as clusterctl
-# init leaves it (mgmt_inventory in lib.sh). Slot a creates workload
+# init leaves it (mgmt_inventory in lib.sh): slot a the site's release
+# (hack/tools/capi), slot b first an older one (hack/tools/capi-v1.13,
+# built by hack/images/capi.sh too), then the site's, upgraded in place
+# (mgmt_install over the older providers). Slot a creates workload
 # cluster kb-capd-wl-a and the bench workload runs there; the request loop
 # goes to the workload on its machine (NodePort), as the workload's users
 # do. The site's slots are the plugins' existing provider on the two
@@ -14,17 +17,26 @@
 # provider would also move a registry alias, which this bench has no
 # registry for). Measured:
 #
-#   1. preflight on real providers: slot b's inventory says its CAPD is
-#      older (v1.13.7) than slot a's: the switch must refuse, exit 3,
-#      before anything is paused; and the load balancer template the
-#      DockerCluster names is only on slot a (the mover would leave it
-#      behind): refused too, then created on slot b as the refusal says;
+#   1. preflight on real providers: slot b runs an older Cluster API
+#      (core and kubeadm v1.13.6, CAPD v1.13.7): the switch must refuse,
+#      exit 3, before anything is paused; then slot b's providers are
+#      upgraded in place to the site's release (its time) and its gate
+#      recorded again; and the load balancer template the DockerCluster
+#      names is only on slot a (the mover would leave it behind): refused
+#      too, then created on slot b as the refusal says;
 #   2. the pivot a -> b: its duration, how long the Cluster stays paused on
 #      each side (polled every ~0.5 s), failed workload requests, what
 #      slot b's providers do with the machine (the same container, or a
 #      new one), and how long until the Cluster is Available on b again
 #      (its status is rebuilt, not moved);
-#   3. the undo (switch back, b -> a): the same numbers.
+#   3. the undo (switch back, b -> a): the same numbers;
+#   4. what step 1b's refusal prevents: the load balancer template deleted
+#      on the slot that manages the cluster, a control-plane machine
+#      created (a rollout to a new machine template) and, once the
+#      template is back and the new machine runs, the old one deleted
+#      without it: the Machines, DockerMachines, load balancer backends,
+#      CAPD's errors and the workload (KB_CAPD_TEMPLATE_S, default 180 s,
+#      of each without the template).
 #
 #   hack/docker/ensure.sh run hack/capd/run.sh pivot
 set -o errexit -o nounset -o pipefail
@@ -36,12 +48,29 @@ b=kb-capd-b
 wl=kb-capd-wl-a
 watch_s=${KB_CAPD_AFTER_S:-60}
 capd_begin_site
+# The older Cluster API for slot b is built (or taken from its cache)
+# while slot a comes up.
+capi_older >"$work/old-env.path" 2>"$work/old-env.log" &
+old_pid=$!
+# provider_images MGMT: the manager images MGMT's providers run.
+provider_images() {
+  mk "$1" get deployments -A -o jsonpath='{range .items[*]}{.spec.template.spec.containers[*].image}{"\n"}{end}' |
+    grep -o 'kb-bench/[a-z-]*manager:[^ ]*' | sed 's#^kb-bench/##; s#-[0-9a-f]\{16\}$##' | sort | paste -sd ' ' -
+}
 
 mgmt_create "$a"
-mgmt_inventory "$a" "$KB_CAPI_VERSION"
-mgmt_create "$b"
-mgmt_inventory "$b" "$KB_CAPI_VERSION"
+mgmt_inventory "$a"
 wl_up "$a" "$wl"
+t=$(now)
+wait "$old_pid" || die "the older Cluster API: $(tail -5 "$work/old-env.log")"
+result "older Cluster API ready, waited for it (s)" "$(secs "$t")"
+old_env=$(cat "$work/old-env.path")
+# shellcheck disable=SC1090
+old=$(. "$old_env" && echo "core and kubeadm $KB_CAPI_VERSION, CAPD $KB_CAPD_VERSION")
+with_capi "$old_env" mgmt_create "$b"
+with_capi "$old_env" mgmt_inventory "$b"
+result "slot a's providers (images)" "$(provider_images "$a")"
+result "slot b's providers (images)" "$(provider_images "$b")"
 loop_start "$wl_url" "$work/loop.txt"
 loop_baseline "$work/loop.txt" "the pivot"
 result "memory: management a / b / workload machine (MiB)" "$(mem_of "^$a-control-plane\$") / $(mem_of "^$b-control-plane\$") / $(mem_of "^$wl_node\$")"
@@ -111,17 +140,28 @@ machines_of() {
   mk "$1" get machines -o jsonpath='{range .items[*]}{.metadata.name}={.status.phase} {end}' 2>/dev/null || true
 }
 
-# --- 1. refused: slot b's CAPD is older than slot a's ---
-mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p '{"version":"v1.13.7"}' >/dev/null
+# --- 1. refused: slot b's providers are older than slot a's ---
+machines_before=$(machines_of "$a")
 t_ms=$(now_ms)
 rc=0
 kubectl-bundle-switch to b --mode pivot >"$work/refused.out" 2>&1 || rc=$?
-result "pivot to b with b's CAPD older (v1.13.7): exit" "$rc"
-result "pivot to b with b's CAPD older: message" "$(grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | head -1)"
-result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
-result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
-mk "$b" -n capd-system patch providers.clusterctl.cluster.x-k8s.io infrastructure-docker --type merge -p "{\"version\":\"$KB_CAPI_VERSION\"}" >/dev/null
 cat "$work/refused.out" >&2
+result "pivot to b with b's providers older ($old): exit" "$rc"
+grep -o 'provider [a-z-]* is older[^;]*' "$work/refused.out" | sort -u >"$work/refused-providers.txt" || true
+result "pivot to b with b's providers older: providers refused" "$(wc -l <"$work/refused-providers.txt")"
+while read -r line; do result "  refused" "$line"; done <"$work/refused-providers.txt"
+result "pivot to b refused: Cluster paused on a / objects on b" "$(paused_span a "$t_ms") / $(mk "$b" get clusters -A --no-headers 2>/dev/null | wc -l)"
+result "pivot to b refused: Machines on a before / after" "$machines_before/ $(machines_of "$a")"
+result "active slot after the refusal" "$(kubectl-bundle-switch status 2>/dev/null | awk '$1 == "active" {print $2}')"
+
+# --- 1a. slot b's providers upgraded in place to the site's release, as
+# the refusal says; its gate recorded again ---
+t=$(now)
+mgmt_install "$b"
+mgmt_inventory "$b"
+result "slot b's providers upgraded in place to $KB_CAPI_VERSION (s)" "$(secs "$t")"
+result "slot b's providers after the upgrade (images)" "$(provider_images "$b")"
+plugin kubectl-bundle-gate --slot b --record -f "$work/gate.yaml" --timeout 2m || die "slot b's gate after the upgrade"
 
 # --- 1b. refused: the load balancer template would stay behind (the
 # mover takes a ConfigMap only with an owner that moves; measured in the
@@ -183,6 +223,84 @@ touch "$work/paused.stop"
 wait "$watcher" 2>/dev/null || true
 loop_stop "$work/loop.txt"
 loop_report "$work/loop.txt" "in all"
+
+# --- 4. the load balancer template missing where the cluster is managed:
+# what a pivot that left the template behind (step 1b's refusal) would
+# have given slot b. Here on slot a, which manages the cluster after the
+# undo: its template deleted, then a control-plane machine created (a
+# rollout to a new machine template, as in experiment (b)) and, once the
+# template is back and the new machine runs, the old one deleted without
+# it. A client that tries each running machine in turn measures the
+# workload (loop_start_cluster). ---
+template_get() { mk "$a" get configmap kb-capd-haproxy -o name 2>/dev/null || echo none; }
+template_restore() { awk '/^---$/ {exit} {print}' "$work/$wl.yaml" | mk "$a" apply -f - >/dev/null || die "restoring the haproxy template on $a"; }
+# lb_backends: the control-plane servers in the load balancer's configuration.
+lb_backends() { docker exec "$wl-lb" cat /usr/local/etc/haproxy/haproxy.cfg 2>/dev/null | awk '$1 == "server" {print $2}' | sort | paste -sd ' ' -; }
+# dockermachines: "<name>=<weight annotation>[,deleting]" of slot a's DockerMachines.
+dockermachines() {
+  mk "$a" get dockermachines -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.annotations.devmachine\.infrastructure\.cluster\.x-k8s\.io/weight}{.metadata.deletionTimestamp}{" "}{end}' 2>/dev/null |
+    sed 's/=\([0-9]*\)20[0-9-]*T[0-9:]*Z/=\1,deleting/g' || true
+}
+template_errors() { # FROM (RFC 3339): CAPD's errors about the template on slot a since FROM
+  mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$1" 2>/dev/null | grep -c 'custom HAProxy configuration ConfigMap' || true
+}
+# template_state WHAT: what the cluster's objects and containers show
+# after T (set by the caller) without the template, since SINCE.
+template_state() {
+  result "no template, $1: after (s)" "$(secs "$t")"
+  result "no template, $1: Machines" "$(machines_of "$a")"
+  result "no template, $1: DockerMachines (weight)" "$(dockermachines)"
+  result "no template, $1: containers of $wl" "$(containers "$wl" | awk '{print $1 "=" $3}' | paste -sd ' ' -)"
+  result "no template, $1: load balancer backends" "$(lb_backends)"
+  result "no template, $1: CAPD template errors" "$(template_errors "$since")"
+}
+old_machine=$(mk "$a" get machines -o jsonpath='{.items[0].metadata.name}')
+loop_start_cluster "$wl" "$work/loop-template.txt"
+loop_baseline "$work/loop-template.txt" "the template step"
+t_ms=$(now_ms)
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+mk "$a" delete configmap kb-capd-haproxy >/dev/null || die "deleting the haproxy template on $a"
+wl_retemplate "$a" "$wl"
+t=$(now)
+sleep "${KB_CAPD_TEMPLATE_S:-180}"
+template_state "machine created"
+loop_report "$work/loop-template.txt" "without the template (creation)" "$t_ms"
+mk "$a" -n capd-system logs deployment/capd-controller-manager --since-time="$since" 2>/dev/null | grep 'custom HAProxy' | tail -3 >&2 || true
+
+# The template back: the new machine should join; as soon as it runs,
+# the template goes again and KCP deletes the old machine without it.
+template_restore
+t=$(now)
+deadline=$(($(date +%s) + 900))
+while :; do
+  m=$(machines_of "$a")
+  [ "$(echo "$m" | tr ' ' '\n' | grep -c '=Running$' || true)" -lt 2 ] || break
+  if [ "$(echo "$m" | wc -w)" = 1 ] && [[ $m != "$old_machine="* ]]; then break; fi # the rollout already ended
+  [ "$(date +%s)" -lt "$deadline" ] || die "the new machine did not run in 900 s after the template came back (machines: $m)"
+  sleep 2
+done
+result "template back: new Machine Running after (s)" "$(secs "$t")"
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+t_ms=$(now_ms)
+mk "$a" delete configmap kb-capd-haproxy >/dev/null 2>&1 || true
+t=$(now)
+sleep "${KB_CAPD_TEMPLATE_S:-180}"
+template_state "machine deleted"
+loop_report "$work/loop-template.txt" "without the template (deletion)" "$t_ms"
+
+# The template back: the rollout should end (one Running Machine, the new).
+template_restore
+t=$(now)
+deadline=$(($(date +%s) + 900))
+until [ "$(machines_of "$a" | wc -w)" = 1 ] && [[ $(machines_of "$a") != "$old_machine="* ]] && [[ $(machines_of "$a") == *=Running* ]]; do
+  [ "$(date +%s)" -lt "$deadline" ] || die "the rollout did not end in 900 s after the template came back (machines: $(machines_of "$a"))"
+  sleep 2
+done
+result "template back: rollout ended after (s)" "$(secs "$t")"
+result "template back: Machines / load balancer backends" "$(machines_of "$a")/ $(lb_backends)"
+sleep 20
+loop_stop "$work/loop-template.txt"
+loop_report "$work/loop-template.txt" "through the template step" 0
 echo "--- containers before, after the pivot, after the undo" >&2
 cat "$work/containers-before.txt" "$work/containers-after-pivot.txt" "$work/containers-after-back.txt" >&2
 result "load average at end" "$(load_line)"

@@ -33,21 +33,7 @@ containers "$wl" >"$work/containers-before.txt"
 # --- the in-place change: a new machine template, KCP pointed at it ---
 t=$(now)
 t_ms=$(($(now) / 1000000))
-cat >"$work/template-v2.yaml" <<EOF
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachineTemplate
-metadata:
-  name: $wl-cp-v2
-  namespace: default
-spec:
-  template:
-    spec:
-      customImage: $KB_NODE_IMAGE
-      preLoadImages: [$KB_WORKLOAD_IMAGE]
-EOF
-mk "$mgmt" apply -f - <"$work/template-v2.yaml" >/dev/null || die "applying the new machine template"
-mk "$mgmt" patch kcp "$wl-cp" --type merge -p "{\"spec\":{\"machineTemplate\":{\"spec\":{\"infrastructureRef\":{\"name\":\"$wl-cp-v2\"}}}}}" >/dev/null ||
-  die "pointing the KubeadmControlPlane at the new template"
+wl_retemplate "$mgmt" "$wl"
 # Done when the old Machine is gone and one Running Machine is left.
 deadline=$(($(date +%s) + 900))
 t_new=

@@ -8,7 +8,8 @@
 #
 # The images come first (hack/images/build.sh, hack/images/capi.sh, both
 # cached by pin hash, built at low CPU weight), so a cold machine builds
-# them once for every experiment.
+# them once for every experiment; pivot builds the older Cluster API of
+# hack/tools/capi-v1.13 itself, while its slot a comes up.
 set -o errexit -o nounset -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -11,38 +11,46 @@
 #   $CACHE/capi/<hash>/manifests/*.yaml                  the four providers' manifests, these images, webhook Secrets
 #   $CACHE/capi/<hash>/capi.env                          references, image IDs, paths (shell assignments)
 #
-#   DOCKER_HOST=... hack/images/capi.sh    # prints the capi.env path on stdout
+#   DOCKER_HOST=... hack/images/capi.sh [TOOLS]   # prints the capi.env path on stdout
+#
+# TOOLS is the tools module that pins the Cluster API to build, default
+# hack/tools/capi (the site's v1.14.2); hack/tools/capi-v1.13 is the older
+# release experiment (d) installs on slot b. Each is cached by its own pins.
+# Where the module has no core/ package (before v1.14), the core manager is
+# the module's root package and its config tree config/default.
 #
 # CACHE is $KUBECTL_BUNDLE_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/kubectl-bundle.
 # Needs root (debootstrap for the load balancer's root filesystem) and a
-# Docker engine (hack/docker/ensure.sh). Pins: hack/tools/capi (Cluster API
-# and its test module, the kustomize library), Debian bookworm's haproxy,
-# and this script. Builds run at nice 19; run it inside hack/lowcpu.sh.
+# Docker engine (hack/docker/ensure.sh). Pins: TOOLS (Cluster API and its
+# test module), hack/tools/capi's renderer (the kustomize library), Debian
+# bookworm's haproxy, and this script. Builds run at nice 19; run it inside
+# hack/lowcpu.sh.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${KUBECTL_BUNDLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-bundle}
 GO=${GO:-go}
 label=dev.kubectl-bundle.bench
-tools="$root/hack/tools/capi"
+render_src="$root/hack/tools/capi"
 
 say() { echo "capi: $*" >&2; }
 die() {
   say "$*"
   exit 3
 }
+tools=$(cd "${1:-$root/hack/tools/capi}" 2>/dev/null && pwd) || die "no tools module at $1"
 gomod_version() { awk -v m="$1" '$1 != "//" {for (i = 1; i < NF; i++) if ($i == m) {print $(i+1); exit}}' "$2"; }
 
 CAPI_VERSION=$(gomod_version sigs.k8s.io/cluster-api "$tools/go.mod")
 CAPD_VERSION=$(gomod_version sigs.k8s.io/cluster-api/test "$tools/go.mod")
-{ [ -n "$CAPI_VERSION" ] && [ -n "$CAPD_VERSION" ]; } || die "hack/tools/capi/go.mod names no cluster-api or cluster-api/test version"
+{ [ -n "$CAPI_VERSION" ] && [ -n "$CAPD_VERSION" ]; } || die "$tools/go.mod names no cluster-api or cluster-api/test version"
 # The load balancer's Debian packages (bookworm); the list is part of the pin.
 LB_PACKAGES=haproxy
 
 hash=$(
   cd "$root"
   {
-    cat hack/tools/capi/go.mod hack/tools/capi/go.sum hack/tools/capi/render/main.go hack/images/capi.sh
+    cat "$tools/go.mod" "$tools/go.sum" "$render_src/render/main.go" hack/images/capi.sh
     echo "$LB_PACKAGES"
     "$GO" env GOVERSION
   } | sha256sum | cut -c1-16
@@ -52,7 +60,7 @@ hash=$(
 bin_hash=$(
   cd "$root"
   {
-    cat hack/tools/capi/go.mod hack/tools/capi/go.sum hack/tools/capi/render/main.go
+    cat "$tools/go.mod" "$tools/go.sum" "$render_src/render/main.go"
     "$GO" env GOVERSION
   } | sha256sum | cut -c1-16
 )
@@ -64,10 +72,18 @@ fi
 
 [ "$(id -u)" = 0 ] || die "building the load balancer's root filesystem needs root (debootstrap)"
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine at ${DOCKER_HOST:-the default socket} (hack/docker/ensure.sh start)"
+# go list -m names a module's directory only once it is in the module cache.
+(cd "$tools" && "$GO" mod download sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test) || die "downloading Cluster API's modules for $tools"
 mods=$(cd "$tools" && "$GO" list -m -f '{{.Path}}={{.Dir}}' sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test)
 capi_dir=$(echo "$mods" | awk -F= '$1 == "sigs.k8s.io/cluster-api" {print $2}')
 capd_dir=$(echo "$mods" | awk -F= '$1 == "sigs.k8s.io/cluster-api/test" {print $2}')/infrastructure/docker
-[ -d "$capi_dir/core/config/default" ] || die "cluster-api $CAPI_VERSION's config trees are missing from the module cache ($capi_dir)"
+# The core manager: the core/ package from v1.14 on, the module's root before.
+if [ -d "$capi_dir/core/config/default" ]; then
+  core_pkg=sigs.k8s.io/cluster-api/core core_tree=$capi_dir/core/config/default
+else
+  core_pkg=sigs.k8s.io/cluster-api core_tree=$capi_dir/config/default
+fi
+[ -d "$core_tree" ] || die "cluster-api $CAPI_VERSION's config trees are missing from the module cache ($capi_dir)"
 [ -d "$capd_dir/config/default" ] || die "CAPD $CAPD_VERSION's config tree is missing from the module cache ($capd_dir)"
 
 exec 7>"$cache/.capi-build.lock"
@@ -114,11 +130,11 @@ if [ ! -f "$bin/.done" ]; then
   build() { # OUT PACKAGE
     (cd "$tools" && nice -n 19 env CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w" -o "$bin/$1" "$2")
   }
-  build capi-manager sigs.k8s.io/cluster-api/core
+  build capi-manager "$core_pkg"
   build kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm
   build kubeadm-control-plane-manager sigs.k8s.io/cluster-api/controlplane/kubeadm
   build capd-manager sigs.k8s.io/cluster-api/test/infrastructure/docker
-  (cd "$tools" && nice -n 19 "$GO" build -trimpath -o "$bin/render" ./render)
+  (cd "$render_src" && nice -n 19 "$GO" build -trimpath -o "$bin/render" ./render)
   touch "$bin/.done"
 fi
 t_bin=$(date +%s)
@@ -149,7 +165,7 @@ while read -r name user tree manifest; do
   "$bin/render" -kustomize "$tree" -image "$ref" -ca "$out/ca" -o "$out/manifests/$manifest.yaml"
   refs+=("$name=$ref")
 done <<EOF
-capi-manager 65532:65532 $capi_dir/core/config/default core
+capi-manager 65532:65532 $core_tree core
 kubeadm-bootstrap-manager 65532:65532 $capi_dir/bootstrap/kubeadm/config/default bootstrap-kubeadm
 kubeadm-control-plane-manager 65532:65532 $capi_dir/controlplane/kubeadm/config/default control-plane-kubeadm
 capd-manager 0:0 $capd_dir/config/default infrastructure-docker

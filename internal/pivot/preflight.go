@@ -214,7 +214,9 @@ func checkProviders(ctx context.Context, plan *Plan, fromC, toC client.Client, f
 		case best == nil:
 			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s (%s %s) of slot %s is not installed on slot %s", sp.ProviderName, sp.Type, sp.Version, plan.From, plan.To))
 		case !best.AtLeast(sv):
-			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s is older on slot %s (%s) than on slot %s (%s)", sp.ProviderName, plan.To, best, plan.From, sv))
+			// ManifestLabel (bootstrap-kubeadm, control-plane-kubeadm) tells apart
+			// two providers of one name, which a real refusal listed as kubeadm twice.
+			plan.Unfit = append(plan.Unfit, fmt.Sprintf("provider %s is older on slot %s (%s) than on slot %s (%s)", sp.ManifestLabel(), plan.To, best, plan.From, sv))
 		}
 	}
 	return nil

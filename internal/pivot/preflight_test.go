@@ -69,7 +69,12 @@ func TestCheckProviders(t *testing.T) {
 			to: []*clusterctlv1.Provider{provider("cluster-api", core, "v1.12.3"), provider("docker", infra, "v1.13.0")}},
 		{name: "older on the target", fromInv: true, toInv: true, from: source,
 			to:   []*clusterctlv1.Provider{provider("cluster-api", core, "v1.12.1"), provider("docker", infra, "v1.11.9")},
-			want: []string{"provider docker is older on slot b (1.11.9) than on slot a (1.12.1)"}},
+			want: []string{"provider infrastructure-docker is older on slot b (1.11.9) than on slot a (1.12.1)"}},
+		// Both kubeadm providers are named kubeadm: the refusal tells them apart.
+		{name: "two older providers of one name", fromInv: true, toInv: true,
+			from: []*clusterctlv1.Provider{provider("kubeadm", clusterctlv1.BootstrapProviderType, "v1.14.2"), provider("kubeadm", clusterctlv1.ControlPlaneProviderType, "v1.14.2")},
+			to:   []*clusterctlv1.Provider{provider("kubeadm", clusterctlv1.BootstrapProviderType, "v1.13.6"), provider("kubeadm", clusterctlv1.ControlPlaneProviderType, "v1.13.6")},
+			want: []string{"provider bootstrap-kubeadm is older on slot b (1.13.6) than on slot a (1.14.2)", "provider control-plane-kubeadm is older on slot b (1.13.6) than on slot a (1.14.2)"}},
 		{name: "missing on the target", fromInv: true, toInv: true, from: source,
 			to:   []*clusterctlv1.Provider{provider("cluster-api", core, "v1.12.1")},
 			want: []string{"provider docker (InfrastructureProvider v1.12.1) of slot a is not installed on slot b"}},
