@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -54,7 +55,8 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err != nil {
 		return kcli.Usage("%v", err)
 	}
-	command := strings.Join(args[1:], " ")
+	// As a line that runs as printed: the argv quoted for sh.
+	command := advice.Program(args[1], args[2:]...).String()
 	if site.SwitchOwned(t.Strategy, p) {
 		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by kubectl bundle-switch itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(t, p))}
 	}
