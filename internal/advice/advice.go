@@ -104,3 +104,104 @@ func Word(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// Fix is a repair as a value: the commands that repair a damaged part of
+// the state, run in order, each only once the one before it exits 0 (a
+// gate, then the switch it vouches for); or, when only the operator knows
+// which slot serves, one command of OneOf. Why says what it does; it is
+// printed as a comment after the line.
+type Fix struct {
+	Run   []Cmd  `json:"run,omitempty"`
+	OneOf []Cmd  `json:"oneOf,omitempty"`
+	Why   string `json:"why,omitempty"`
+}
+
+// Do is the fix that runs cmds in order, each once the one before exits 0.
+func Do(cmds ...Cmd) Fix { return Fix{Run: cmds} }
+
+// OneOf is the fix that runs one of cmds: the one for the slot that
+// serves (one command: Do).
+func OneOf(cmds ...Cmd) Fix {
+	if len(cmds) == 1 {
+		return Do(cmds...)
+	}
+	return Fix{OneOf: cmds}
+}
+
+// Because is f with why said after it (after what f said already).
+func (f Fix) Because(why string) Fix {
+	switch {
+	case why == "":
+	case f.Why == "":
+		f.Why = why
+	default:
+		f.Why += "; " + why
+	}
+	return f
+}
+
+// WithEnv is f with every plugin and script it runs given the NAME=VALUE
+// entry e (the state dir): a pasted repair acts on the state dir that
+// printed it.
+func (f Fix) WithEnv(e string) Fix {
+	withEnv := func(cmds []Cmd) []Cmd {
+		out := make([]Cmd, len(cmds))
+		for i, c := range cmds {
+			out[i] = c
+			if len(c.Argv) > 0 && (c.Argv[0] == "kubectl" || strings.HasSuffix(c.Argv[0], ".sh")) {
+				out[i] = c.WithEnv(e)
+			}
+		}
+		return out
+	}
+	return Fix{Run: withEnv(f.Run), OneOf: withEnv(f.OneOf), Why: f.Why}
+}
+
+// IsZero says there is nothing to run.
+func (f Fix) IsZero() bool { return len(f.Run) == 0 && len(f.OneOf) == 0 }
+
+// Last is the command f runs last (of OneOf: none).
+func (f Fix) Last() Cmd {
+	if len(f.Run) == 0 {
+		return Cmd{}
+	}
+	return f.Run[len(f.Run)-1]
+}
+
+// Is says whether c is `kubectl bundle-PLUGIN ARGS...` with at least args
+// as its first arguments.
+func (c Cmd) Is(plugin string, args ...string) bool {
+	if len(c.Argv) < 2+len(args) || c.Argv[0] != "kubectl" || c.Argv[1] != "bundle-"+plugin {
+		return false
+	}
+	for i, a := range args {
+		if c.Argv[2+i] != a {
+			return false
+		}
+	}
+	return true
+}
+
+// Line is f's commands as one line to paste (no comment).
+func (f Fix) Line() string {
+	if len(f.OneOf) > 0 {
+		lines := make([]string, len(f.OneOf))
+		for i, c := range f.OneOf {
+			lines[i] = c.String()
+		}
+		return "run the one for the slot that serves now: " + strings.Join(lines, " | ")
+	}
+	lines := make([]string, len(f.Run))
+	for i, c := range f.Run {
+		lines[i] = c.String()
+	}
+	return strings.Join(lines, " && ")
+}
+
+// String is f as an operator reads it: its line, then why as a comment.
+func (f Fix) String() string {
+	if f.Why == "" {
+		return f.Line()
+	}
+	return f.Line() + "   # " + f.Why
+}

@@ -6,7 +6,12 @@ import (
 	"strings"
 )
 
-var commandRE = regexp.MustCompile(`(?:kubectl bundle-[a-z]+|mv |rm |(?:/\S*|\b)scripts/[a-z-]+\.sh|/\S*kubectl-bundle-scripts/[a-z-]+\.sh)[^;|()\n]*`)
+var commandRE = regexp.MustCompile(`(?:` + envRE + `)*(?:kubectl bundle-[a-z]+|mv |rm |(?:/\S*|\b)scripts/[a-z-]+\.sh|/\S*kubectl-bundle-scripts/[a-z-]+\.sh)[^;|()\n]*`)
+
+// envRE is a NAME=VALUE word before a printed command (the state dir).
+const envRE = `\b[A-Z][A-Z0-9_]*=\S+ `
+
+var anyEnvRE = regexp.MustCompile(envRE)
 
 var placeholderRE = regexp.MustCompile(`\b[A-Z][A-Z_]+\b`)
 
@@ -44,7 +49,7 @@ func Advice(out, lastActive string) string {
 			for _, prose := range []string{" first", " finishes it"} {
 				m = strings.TrimSuffix(m, prose)
 			}
-			if !placeholderRE.MatchString(m) {
+			if !placeholderRE.MatchString(anyEnvRE.ReplaceAllString(m, "")) {
 				cands = append(cands, m)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io"
 	"io/fs"
 	"os"
@@ -130,7 +131,7 @@ func readNoFollow(p string) ([]byte, error) {
 // marks live there for when a slot's record is lost) and set the damaged
 // ones aside; transaction.json, the authority, keeps the open transaction.
 func historyCorrupt(p string, err error) *CorruptError {
-	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # keeps its readable lines and sets the damaged ones aside (the damaged file is kept)"}
+	return &CorruptError{Path: p, Err: err, Repair: advice.Do(repairOf(p)).Because("keeps its readable lines and sets the damaged ones aside (the damaged file is kept)")}
 }
 
 // OpenInHistory is the transaction the history shows begun and not ended,

@@ -207,8 +207,13 @@ func (j *Journal) RefuseIfOpen() error {
 	if err != nil || t == nil {
 		return err
 	}
+	next := Next(t)
+	line := next.Command
+	if !next.Run.IsZero() {
+		line = next.Run.WithEnv(j.dir.CommandEnv()).String()
+	}
 	return &ConflictError{Msg: fmt.Sprintf("transaction %s (%s) is already open in phase %s (%s); next: %s",
-		t.ID, t.Strategy, t.Phase, t.Status, Next(t).Command)}
+		t.ID, t.Strategy, t.Phase, t.Status, line)}
 }
 
 // nextSeq is the sequence number of the next event, and the history it

@@ -20,6 +20,10 @@ func newJournal(t *testing.T) *Journal {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The repairs printed find this state dir by themselves: no
+	// KUBECTL_BUNDLE_STATE_DIR in them (internal/site's
+	// TestRepairNamesTheStateDir checks them with a relative one).
+	t.Setenv(state.EnvStateDir, d.Path)
 	return New(d)
 }
 

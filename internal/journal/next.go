@@ -109,6 +109,15 @@ func (n *NextStep) Do(c advice.Cmd, also ...advice.Cmd) {
 	}
 }
 
+// Fix makes a repair the next step: its one command as Run when it is
+// one, its line (with why) as Command.
+func (n *NextStep) Fix(f advice.Fix) {
+	n.Run, n.Command, n.Also, n.Alternatives = advice.Cmd{}, f.String(), nil, nil
+	if len(f.Run) == 1 {
+		n.Run = f.Run[0]
+	}
+}
+
 // MaxInterruptedDeploys is how many times in-place's DEPLOYING may be
 // interrupted (its process killed inside the step) before the re-run
 // restores the previous package instead of deploying the target again

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,12 @@ import (
 // history cut short (the loss acknowledged and recorded); and a run lock
 // that is not a regular file (state.Dir.RepairRunLock).
 const RepairCommand = state.RepairCommand
+
+// repairOf is RepairCommand for the state dir that holds the journal
+// file p (journal/NAME), as a value that runs there from anywhere.
+func repairOf(p string) advice.Cmd {
+	return advice.Plugin("journal", "repair").WithEnv(state.CommandEnvOf(filepath.Dir(filepath.Dir(p))))
+}
 
 // eventRepair is the history event that acknowledges lines lost from it.
 const eventRepair = "repair"
@@ -68,7 +75,7 @@ type HistoryLossError struct {
 
 func (e *HistoryLossError) Error() string {
 	return fmt.Sprintf("%s lost %d line(s) (%d bytes; events #%d-#%d) that no crash can lose: something outside kubectl-bundle cut it; %s; acknowledge the loss (it is recorded in the history, and the open transaction's last step is restored): %s",
-		e.Path, e.Lines, e.Bytes, e.FromSeq, e.ToSeq, e.note(), RepairCommand)
+		e.Path, e.Lines, e.Bytes, e.FromSeq, e.ToSeq, e.note(), repairOf(e.Path))
 }
 
 func (e *HistoryLossError) note() string {
@@ -88,13 +95,13 @@ func (e *HistoryLossError) Meaning() string {
 	switch {
 	case e.Txn != nil:
 		return fmt.Sprintf("%s; transaction %s is kept in %s, the authority, so the update can go on: %s records the loss in the history and restores the transaction's last step there, then the transaction's own next command applies",
-			lost, e.Txn.ID, TransactionFile, RepairCommand)
+			lost, e.Txn.ID, TransactionFile, repairOf(e.Path))
 	case e.Open != nil:
 		return fmt.Sprintf("%s; no transaction is open in %s, but what is left of the history shows transaction %s begun and not ended: its end may be among the lost lines; %s records the loss, then check its slots (kubectl bundle-slot list; kubectl bundle-switch status) and close it in the history (kubectl bundle-journal abort --force)",
-			lost, TransactionFile, e.Open.TxnID, RepairCommand)
+			lost, TransactionFile, e.Open.TxnID, repairOf(e.Path))
 	}
 	return fmt.Sprintf("%s; no transaction is open in %s, the authority, so no update is in progress; %s records the loss in the history so that every command can go on",
-		lost, TransactionFile, RepairCommand)
+		lost, TransactionFile, repairOf(e.Path))
 }
 
 // ErrorKind: a cut history is state that does not allow the step.
@@ -156,7 +163,7 @@ func (j *Journal) CutHistory() (*HistoryLossError, error) {
 }
 
 func txnCorrupt(p string, err error) *CorruptError {
-	return &CorruptError{Path: p, Err: err, Repair: RepairCommand + "   # rebuilds it from the history (the damaged file is kept aside)"}
+	return &CorruptError{Path: p, Err: err, Repair: advice.Do(repairOf(p)).Because("rebuilds it from the history (the damaged file is kept aside)")}
 }
 
 // setAside renames p to p.damaged-<time>, returning the new name.

@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"strings"
 	"time"
 
@@ -108,13 +109,13 @@ func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 type CorruptError struct {
 	Path string
 	Err  error
-	// Repair is the command that lets the operator go on, when there is one
+	// Repair is what lets the operator go on, when there is something
 	// better than restoring the file by hand.
-	Repair string
+	Repair advice.Fix
 }
 
 func (e *CorruptError) Error() string {
-	if e.Repair != "" {
+	if !e.Repair.IsZero() {
 		return fmt.Sprintf("%s is unreadable: %v; something outside kubectl-bundle changed it: %s", e.Path, e.Err, e.Repair)
 	}
 	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
@@ -145,7 +146,7 @@ func (e *LostError) Error() string {
 	msg := fmt.Sprintf("%s is missing, but the history shows transaction %s begun and not ended (last recorded: %s %s): %s",
 		e.Path, e.Open.TxnID, e.Open.Phase, e.Open.Status, why)
 	if e.Rebuildable {
-		return msg + "; rebuild it from the history: " + RepairCommand
+		return msg + "; rebuild it from the history: " + repairOf(e.Path).String()
 	}
 	if !e.Cut {
 		msg += "; the history does not reach back to its begin"

@@ -359,7 +359,7 @@ func (x *run) bgRevert() error {
 					return x.exit(code)
 				}
 			}
-			return x.refuse(4, "no blue-green transaction is open: nothing to revert (kubectl bundle-switch status)")
+			return x.refuse(4, "no blue-green transaction is open: nothing to revert ("+x.d.Plugin("switch", "status").String()+")")
 		}
 		c, p := t.Slots.Candidate, t.Slots.Active
 		if site.Accepted(t) {

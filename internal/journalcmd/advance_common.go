@@ -213,8 +213,12 @@ func (x *run) recoverGate(phase journal.Phase, slot, what string) error {
 		return x.finish(3, "the restored slot "+slot+" fails its gate: see BROKEN above")
 	}
 	x.pass(what + " and its gate passes")
-	x.runStep(journal.Restored, "")
-	x.call("journal", "end", "-q")
+	if !x.runStep(journal.Restored, "") || x.call("journal", "end", "-q") != 0 {
+		// The previous deployment is in place, but the journal does not
+		// say so yet: the run says it, and its re-run closes it.
+		x.fail("recording RESTORED and closing the transaction (see above): it stays open; run again: " + x.rerun().String())
+		return x.finish(3, "the restored transaction could not be closed")
+	}
 	return x.finish(1, "")
 }
 

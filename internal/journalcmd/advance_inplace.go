@@ -112,9 +112,7 @@ func (x *run) linearRun(l linear) error {
 			}
 			return x.goTo("recover")
 		case t.Phase == journal.Committed:
-			x.call("journal", "end", "-q")
-			x.pass("update committed")
-			return x.finish(0, "")
+			return x.commit(false)
 		case t.Status == journal.StatusFailed:
 			x.recovering(string(t.Phase) + " failed before: " + t.LastError)
 			return x.goTo("recover")
@@ -142,10 +140,7 @@ func (x *run) linearRun(l linear) error {
 		x.pass("slot " + t.Slots.Active + " passed its gate")
 		return x.goTo("commit")
 	case "commit":
-		x.runStep(journal.Committed, "")
-		x.call("journal", "end", "-q")
-		x.pass("update committed")
-		return x.finish(0, "")
+		return x.commit(true)
 	case "recover":
 		if err := x.closeIfUntouched(l.untouched + "; slot " + t.Slots.Active + " untouched"); err != nil {
 			return err
@@ -187,4 +182,22 @@ func (x *run) linearRun(l linear) error {
 		return x.goTo("gate")
 	}
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
+}
+
+// commit records COMMITTED (record: not recorded yet) and closes the
+// transaction: the update is said committed only once both are done (a
+// refused COMMITTED, a fresh-gate or deployed-package check of the
+// journal, or an end that could not be written leaves the transaction
+// open, and the run says so with its re-run).
+func (x *run) commit(record bool) error {
+	if record && !x.runStep(journal.Committed, "") {
+		x.fail("recording COMMITTED (see above): the transaction stays open; run again: " + x.rerun().String())
+		return x.finish(3, "the update could not be committed")
+	}
+	if code := x.call("journal", "end", "-q"); code != 0 {
+		x.fail("closing the transaction (see above): it stays open, committed; run again: " + x.rerun().String())
+		return x.finish(code, "the committed transaction could not be closed")
+	}
+	x.pass("update committed")
+	return x.finish(0, "")
 }

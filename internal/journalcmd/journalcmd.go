@@ -322,7 +322,8 @@ func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (stri
 	}
 	if rec.Package == nil || rec.Package.Digest == "" {
 		if st == journal.Recreate && pointer != "" {
-			return "", errkind.New(errkind.Environment, "slot %s records no deployed package, so a failed recreate would have nothing to rebuild it with: deploy the known-good package into it first (kubectl bundle-slot deploy %s PACKAGE), or name one with --fallback DIGEST|PATH (staged by kubectl bundle-verify --stage)", active, active)
+			return "", errkind.New(errkind.Environment, "slot %s records no deployed package, so a failed recreate would have nothing to rebuild it with: deploy the known-good package into it first (%s), or name one with --fallback DIGEST|PATH, staged first (%s)",
+				active, d.Plugin("slot", "deploy", active, "PACKAGE"), stage.VerifyCommand(d, "", false))
 		}
 		return "", nil
 	}
@@ -467,12 +468,13 @@ func planNext(s *session) (v nextView, damage error, err error) {
 	switch {
 	case cerr == nil && cut != nil:
 		v.Source, damage = "history-cut", cut
-		v.Next = journal.NextStep{Command: journal.RepairCommand, Why: cut.Meaning()}
+		v.Next = journal.NextStep{Why: cut.Meaning()}
+		v.Next.Do(s.dir.Repair())
 	case runErr != nil:
 		v.Source, damage = "damage", runErr
 		v.Next = journal.NextStep{Why: runErr.Error()}
 		if errors.As(runErr, &dmg) {
-			v.Next.Command = dmg.Fix
+			v.Next.Fix(dmg.Fix)
 		}
 	case run != nil:
 		_, _, n := running(t, run)
@@ -483,14 +485,15 @@ func planNext(s *session) (v nextView, damage error, err error) {
 	case terr != nil:
 		v.Source, damage = "damage", terr
 		v.Next = journal.NextStep{Why: terr.Error()}
-		if fix := journalFix(terr); fix != "" {
-			v.Next.Command = fix
+		if journalDamage(terr) {
+			v.Next.Do(s.dir.Repair())
 		}
 	default:
 		if err := s.Check(); err != nil && errors.As(err, &dmg) {
 			// A repair runs before any step the damage would refuse.
 			v.Source, damage = "damage", err
-			v.Next = journal.NextStep{Command: dmg.Fix, Why: dmg.Path + ": " + dmg.Problem}
+			v.Next = journal.NextStep{Why: dmg.Path + ": " + dmg.Problem}
+			v.Next.Fix(dmg.Fix)
 			if t != nil {
 				v.Next.Why += "; then: " + nextOf(s.dir, t).Command
 			}
@@ -526,14 +529,11 @@ func nextText(n journal.NextStep) string {
 	return b.String()
 }
 
-// journalFix is the repair a journal error names ("" when none).
-func journalFix(err error) string {
+// journalDamage says err is damage journal repair repairs.
+func journalDamage(err error) bool {
 	var lost *journal.LostError
 	var corrupt *journal.CorruptError
-	if errors.As(err, &lost) || errors.As(err, &corrupt) {
-		return journal.RepairCommand
-	}
-	return ""
+	return errors.As(err, &lost) || errors.As(err, &corrupt)
 }
 
 func logCmd(streams kcli.IOStreams, cmd *cli.Command) error {

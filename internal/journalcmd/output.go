@@ -100,14 +100,15 @@ type cutView struct {
 // the next command; it returns the cut (exit 3 with the repair).
 func statusCut(streams kcli.IOStreams, s *session, cut *journal.HistoryLossError) error {
 	t := cut.Txn
-	n := journal.NextStep{Command: journal.RepairCommand, Why: cut.Meaning()}
+	n := journal.NextStep{Why: cut.Meaning()}
+	n.Do(s.dir.Repair())
 	if t != nil {
 		n.Phases = journal.Legal(t)
 		n.Why += "; then: " + nextOf(s.dir, t).Command
 	}
 	if s.common.Output == kcli.OutputJSON {
 		v := statusView{APIVersion: journal.APIVersion, Kind: "JournalStatus", Transaction: t, Next: &n,
-			HistoryCut: &cutView{Lines: cut.Lines, FromSeq: cut.FromSeq, ToSeq: cut.ToSeq, Meaning: cut.Meaning(), Repair: journal.RepairCommand}}
+			HistoryCut: &cutView{Lines: cut.Lines, FromSeq: cut.FromSeq, ToSeq: cut.ToSeq, Meaning: cut.Meaning(), Repair: s.dir.Repair().String()}}
 		if err := kcli.WriteJSON(streams.Out, v); err != nil {
 			return err
 		}

@@ -48,6 +48,12 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err := s.Check(); err != nil {
 		return err
 	}
+	// A history cut from outside, too (its damage otherwise is the
+	// transaction's read above): a step the run records goes there, and a
+	// refusal for another reason would leave the cut unsaid.
+	if cut, err := s.j.CutHistory(); err == nil && cut != nil {
+		return cut
+	}
 	if t == nil {
 		return kcli.Conflict(errors.New("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
 	}

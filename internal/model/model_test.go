@@ -234,9 +234,10 @@ func runSequence(m *machine, seq invariant.Sequence, c *invariant.Counters) (*in
 // one check, removed with its fix (the kept regression then replays it).
 // docs/invariant.md lists them.
 var knownOpenBugs = []invariant.KnownBug{
-	// Issue 32, class 4, what is left: an error's advice and a damage
-	// report's repair are printed without the state dir, which is relative
-	// here (journal status's next command names it: checked apart).
+	// Issue 32, class 4, what is left: some errors' advice is still a
+	// string printed without the state dir, which is relative here (the
+	// repairs of damage, journal status's next command and the commonest
+	// advice name it: checked apart).
 	{"class4-advice-without-state-dir", "I3: a printed command", "relative here"},
 	// The pointer's repair printed is a forced switch to a slot that is
 	// not ready (a destroy killed half way, a create that failed): it
@@ -245,22 +246,12 @@ var knownOpenBugs = []invariant.KnownBug{
 	// A forced switch away from an empty (damaged) pointer leaves the
 	// registry alias on both registries, and switch status says consistent.
 	{"alias-on-both-after-forced-switch", "I2: the aliases point at", `and "both" (registry)`},
-	// A lost pointer (active removed after a switch) is taken as "none"
-	// by a plain switch to, which writes it again without --force.
-	{"switch-to-rewrites-lost-pointer", "D: %s exited 0 and silently replaced the damaged %s", "kubectl-bundle-switch to"},
-	// A no-op create of an existing slot does not look at damaged state.
-	{"noop-create-skips-damage", "D: %s exited 0 while %s is damaged", "nothing to do"},
-	// switch accept with no soak exits 0 while every slot record is gone.
-	{"accept-skips-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-switch accept"},
 	// A damaged pointer whose slot's record is damaged too: the repair
 	// printed is "rm active" ("no slot exists"), which loses the pointer.
 	{"pointer-repair-ignores-damaged-record", "D: the repair a damage report printed exits 0 but repairs nothing", "no slot exists"},
 	// The pointer's repair (switch to a --force) refused by an open
 	// blue-green transaction (cannot start SWITCHED).
 	{"pointer-repair-refused-by-transaction", "D: the repair a damage report printed fails when run as printed", "cannot start SWITCHED"},
-	// "run kubectl bundle-verify --stage PACKAGE first" names no key: it
-	// exits 2 (no verification material) as printed.
-	{"verify-advice-without-material", "I3: the command an error printed does not run as printed", "no verification material"},
 	// A lost pointer whose slot was destroyed with --force: the repair
 	// printed (slot repair a) refuses, the slot is gone.
 	{"pointer-repair-names-gone-slot", "D: the repair a damage report printed fails when run as printed", "is gone, and its record is not rebuilt"},
@@ -270,12 +261,4 @@ var knownOpenBugs = []invariant.KnownBug{
 	{"record-move-aside-fails", "D: ", "moving the damaged record aside"},
 	// An error's advice names a switch to a slot that no longer exists.
 	{"advice-switch-to-missing-slot", "I3: the command an error printed does not run as printed", "does not exist (kubectl bundle-slot list"},
-	// journal run of a step already done skips it (exit 0) while the
-	// history is cut from outside.
-	{"run-skips-done-step-past-cut-history", "D: %s exited 0 while %s is damaged", "already done: skipping"},
-	// A destroy without --force removes a slot whose record is damaged
-	// (exit 0) instead of meeting the damage with exit 3.
-	{"destroy-removes-damaged-record", "D: %s exited 0 and silently replaced the damaged %s", "kubectl-bundle-slot destroy"},
-	// journal begin --candidate b exits 0 while b's record is damaged.
-	{"begin-skips-candidate-damage", "D: %s exited 0 while %s is damaged", "kubectl-bundle-journal begin"},
 }

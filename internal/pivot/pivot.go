@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -168,7 +170,8 @@ func LoadRecord(path string) (*Record, error) {
 	}
 	damage := func(problem string) error {
 		return &state.DamageError{Path: path, Problem: problem,
-			Fix: "kubectl bundle-switch status   # then compare both slots' Cluster objects (kubectl get clusters -A) before removing " + path}
+			Fix: advice.Do(advice.Plugin("switch", "status").WithEnv(state.CommandEnvOf(filepath.Dir(path)))).
+				Because("then compare both slots' Cluster objects (kubectl get clusters -A) before removing " + path)}
 	}
 	if err != nil {
 		return nil, damage(err.Error())

@@ -122,13 +122,13 @@ func Make(s *session.Session, in Input) *Plan {
 		var dmg *state.DamageError
 		fix := ""
 		if errors.As(err, &dmg) {
-			fix = dmg.Fix
+			fix = dmg.Fix.String()
 		}
 		p.refuse(errkind.Wrap(errkind.Environment, err), fix)
 	}
 	t, terr := here.Txn()
 	if terr != nil {
-		p.refuse(errkind.Wrap(errkind.Environment, terr), journal.RepairCommand)
+		p.refuse(errkind.Wrap(errkind.Environment, terr), s.Dir.Repair().String())
 	}
 	p.Serving, _ = here.Active()
 	if t != nil {
@@ -197,7 +197,7 @@ func (p *Plan) fresh(s *session.Session, here *site.Site, in Input) {
 	p.Active = active
 	switch {
 	case in.Strategy == journal.BlueGreen && in.Op != Apply:
-		p.refuse(errkind.New(errkind.Conflict, "no blue-green transaction is open: nothing to %s (kubectl bundle-switch status)", in.Op), "")
+		p.refuse(errkind.New(errkind.Conflict, "no blue-green transaction is open: nothing to %s (%s)", in.Op, s.Dir.Plugin("switch", "status")), "")
 		return
 	case in.Strategy == journal.BlueGreen:
 		for _, o := range in.Slots {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io/fs"
 	"os"
 	"regexp"
@@ -196,6 +197,8 @@ type DamagedError struct {
 	// Protected is set by whoever knows the slot is protected: its repair
 	// must keep the slot.
 	Protected bool
+	// Env is the state dir's entry for a printed command (state.Dir.CommandEnv).
+	Env string
 }
 
 func (e *DamagedError) Error() string {
@@ -205,29 +208,35 @@ func (e *DamagedError) Error() string {
 	return fmt.Sprintf("the record of slot %s (%s) is damaged: %v; clear it and what its slot left: %s", e.Name, e.Path, e.Err, e.Repair())
 }
 
-// Repair is the command that repairs the damaged record: repair for a
-// protected slot (kept), destroy --force for any other.
-func (e *DamagedError) Repair() string {
+// Repair is what repairs the damaged record: repair for a protected slot
+// (kept), destroy --force for any other.
+func (e *DamagedError) Repair() advice.Fix {
 	if e.Protected {
-		return RepairCommand(e.Name)
+		return advice.Do(Repair(e.Name).WithEnv(e.Env))
 	}
-	return "kubectl bundle-slot destroy " + e.Name + " --force"
+	return advice.Do(advice.Plugin("slot", "destroy", e.Name, "--force").WithEnv(e.Env))
 }
 
-// RepairCommand rebuilds the damaged record of slot name from the settings
-// and the history, leaving its cluster alone.
-func RepairCommand(name string) string { return "kubectl bundle-slot repair " + name }
+// Repair rebuilds the damaged record of slot name from the settings and
+// the history, leaving its cluster alone (the state dir's entry is the
+// caller's: state.Dir.Plugin, WithEnv).
+func Repair(name string) advice.Cmd { return advice.Plugin("slot", "repair", name) }
+
+// RepairOf is Repair for the state dir d.
+func RepairOf(d *state.Dir, name string) advice.Cmd { return d.Plugin("slot", "repair", name) }
 
 // ErrorKind: a damaged record is state that does not allow the step.
 func (e *DamagedError) ErrorKind() errkind.Kind { return errkind.Environment }
 
 func (e *DamagedError) Unwrap() error { return e.Err }
 
-// NotFoundError is a slot with no record.
-type NotFoundError struct{ Name string }
+// NotFoundError is a slot with no record (Env: the state dir's entry for
+// a printed command).
+type NotFoundError struct{ Name, Env string }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("slot %q does not exist (kubectl bundle-slot list shows the slots; create it with kubectl bundle-slot create %s)", e.Name, e.Name)
+	return fmt.Sprintf("slot %q does not exist (%s shows the slots; create it with %s)", e.Name,
+		advice.Plugin("slot", "list").WithEnv(e.Env), advice.Plugin("slot", "create", e.Name).WithEnv(e.Env))
 }
 
 // ErrorKind: naming a slot that does not exist is a usage error.
@@ -260,17 +269,17 @@ func LoadSlot(d *state.Dir, name string) (*Slot, error) {
 	// Not followed: a record that is a symlink is damage, not a redirect.
 	data, err := state.ReadSmall(SlotPath(d, name), maxRecordSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &NotFoundError{Name: name}
+		return nil, &NotFoundError{Name: name, Env: d.CommandEnv()}
 	}
 	if err != nil {
-		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Err: err}
+		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Env: d.CommandEnv(), Err: err}
 	}
 	var r Slot
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Err: err}
+		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Env: d.CommandEnv(), Err: err}
 	}
 	if r.Kind != RecordKind || r.Name != name {
-		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Err: fmt.Errorf("it is not the record of slot %s", name)}
+		return nil, &DamagedError{Name: name, Path: SlotPath(d, name), Env: d.CommandEnv(), Err: fmt.Errorf("it is not the record of slot %s", name)}
 	}
 	return &r, nil
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"os"
 	"strings"
 
@@ -200,7 +201,7 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 	case len(p.Owners[name]) > 0:
 		advice := "destroying it deletes those workload clusters; move them first (an S2 update rebuilds them in the slot it builds)"
 		if _, err := slot.Load(s.Dir, name); err != nil {
-			advice += fmt.Sprintf("; its record is missing or damaged (the history keeps what it owns): rebuild it with %s", slot.RepairCommand(name))
+			advice += fmt.Sprintf("; its record is missing or damaged (the history keeps what it owns): rebuild it with %s", slot.RepairOf(s.Dir, name))
 		}
 		return advice
 	case c == Destroy:
@@ -213,10 +214,10 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 				}
 			}
 		}
-		return fmt.Sprintf("make another slot active first (kubectl bundle-switch to %s), or rebuild it through a recreate update (%s PACKAGE)", other, journal.ScriptPath(journal.Recreate))
+		return fmt.Sprintf("make another slot active first (%s), or rebuild it through a recreate update (%s)", s.Dir.Plugin("switch", "to", other), s.script(journal.Recreate, "PACKAGE"))
 	}
-	return fmt.Sprintf("update it through a strategy (%s PACKAGE or %s PACKAGE), or build another slot and switch to it (%s apply PACKAGE)",
-		journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.Recreate), journal.ScriptPath(journal.BlueGreen))
+	return fmt.Sprintf("update it through a strategy (%s or %s), or build another slot and switch to it (%s)",
+		s.script(journal.InPlace, "PACKAGE"), s.script(journal.Recreate, "PACKAGE"), s.script(journal.BlueGreen, "apply", "PACKAGE"))
 }
 
 // stepConflict refuses a mutating command while a live process other than
@@ -228,6 +229,12 @@ func stepConflict(d *state.Dir, step string) error {
 	}
 	return errkind.New(errkind.Conflict, "step %s is running in pid %d (%s) since %s: wait for it to finish; if it hangs, stop it (kill %d) and re-run the same script, which takes the step over",
 		h.Step, h.PID, h.Command, h.Since.Format("2006-01-02T15:04:05Z07:00"), h.PID)
+}
+
+// script is strategy st's script with args, acting on this state dir
+// from anywhere.
+func (s *Session) script(st journal.Strategy, args ...string) advice.Cmd {
+	return advice.Program(journal.ScriptPath(st), args...).WithEnv(s.Dir.CommandEnv())
 }
 
 func envStep() string { return os.Getenv(EnvStep) }
@@ -271,7 +278,7 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 			s.firstInstall())
 	}
 	if active != "" && p.Active != "" && active != p.Active {
-		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (kubectl bundle-switch status)", active, p.Active)
+		return errkind.New(errkind.Conflict, "--active %s is not the active slot: %s is (%s)", active, p.Active, s.Dir.Plugin("switch", "status"))
 	}
 	if active == "" && p.Active != "" {
 		if st == journal.BlueGreen {
@@ -280,6 +287,11 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 		return errkind.New(errkind.Usage, "%s updates the active slot: add --active %s", st, p.Active)
 	}
 	if candidate != "" {
+		// The candidate is built from nothing, but a damaged record of it
+		// says nothing true of what runs there: its repair first.
+		if _, err := s.LoadSlot(candidate); errors.As(err, new(*slot.DamagedError)) {
+			return err
+		}
 		if why := p.Why(candidate); why != "" {
 			if len(p.Owners[candidate]) > 0 && candidate != p.Active && candidate != p.Soaking {
 				return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s. %s", candidate, why, switchover.ReturnToOwner(candidate))

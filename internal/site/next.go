@@ -20,8 +20,10 @@ import (
 func (s *Site) Next(now time.Time) journal.NextStep {
 	if _, err := s.Protection(); err != nil {
 		var dmg *state.DamageError
-		if errors.As(err, &dmg) && dmg.Fix != "" {
-			return journal.NextStep{Command: dmg.Fix, Why: "the state is damaged: " + dmg.Path + ": " + dmg.Problem}
+		if errors.As(err, &dmg) && !dmg.Fix.IsZero() {
+			n := journal.NextStep{Why: "the state is damaged: " + dmg.Path + ": " + dmg.Problem}
+			n.Fix(dmg.Fix)
+			return n
 		}
 		return journal.NextStep{Why: "the state cannot be read: " + err.Error()}
 	}

@@ -3,6 +3,7 @@ package site
 import (
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -28,9 +29,9 @@ func (s *Site) Switch() (*record.Switch, error) {
 // record anew; with no such slot, or while a recreate rebuilds the slot
 // the pointer names, the damaged record is removed (no switch is in
 // progress, and the recreate goes on).
-func (s *Site) switchFix() string {
-	remove := func(why string) string {
-		return state.RemoveCommand(s.Dir.Join(record.SwitchFile)) + "   # " + why
+func (s *Site) switchFix() advice.Fix {
+	remove := func(why string) advice.Fix {
+		return advice.Do(state.Remove(s.Dir.Join(record.SwitchFile))).Because(why)
 	}
 	a, err := s.Active()
 	switch {
@@ -39,9 +40,9 @@ func (s *Site) switchFix() string {
 	case err == nil:
 		if _, err := s.Slot(a); !errors.As(err, new(*record.NotFoundError)) {
 			if bg := SoakingOn(s.txnOrNil(), a); bg != nil {
-				return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and rebuilds the soak of transaction " + bg.ID + ", which keeps slot " + bg.Slots.Active + " as the revert target"
+				return advice.Do(s.Dir.Plugin("switch", "to", a, "--force")).Because("re-points every alias at the active slot " + a + " and rebuilds the soak of transaction " + bg.ID + ", which keeps slot " + bg.Slots.Active + " as the revert target")
 			}
-			return "kubectl bundle-switch to " + a + " --force   # re-points every alias at the active slot " + a + " and starts a new soak with no previous slot"
+			return advice.Do(s.Dir.Plugin("switch", "to", a, "--force")).Because("re-points every alias at the active slot " + a + " and starts a new soak with no previous slot")
 		}
 		if s.txnErr == nil && s.CheckActiveRecord(a) == nil {
 			return remove("slot " + a + " is being rebuilt by a recreate: there is no switch to keep")
@@ -51,12 +52,8 @@ func (s *Site) switchFix() string {
 	if err == nil {
 		why = "slot " + a + " has no record"
 	}
-	if fix := s.ActiveRepair(); strings.Contains(fix, "kubectl bundle-switch to ") {
-		sep := "   # "
-		if strings.Contains(fix, "#") {
-			sep = "; "
-		}
-		return fix + sep + why + ": makes a slot that exists active and writes the switch record anew"
+	if fix := s.ActiveRepair(); fix.Last().Is("switch", "to") {
+		return fix.Because(why + ": makes a slot that exists active and writes the switch record anew")
 	}
 	return remove(why + " and no slot is left: there is no switch to keep")
 }
@@ -196,14 +193,16 @@ func (s *Site) pointerAgrees(active string) error {
 	default:
 		return nil // an unfinished switch: either end may be named (Kept keeps both)
 	}
-	fix := fmt.Sprintf("kubectl bundle-switch to %s --force   # or, if slot %s is meant to serve: kubectl bundle-switch to %s --force", sw.Target, active, active)
+	fix := advice.Do(s.Dir.Plugin("switch", "to", sw.Target, "--force")).
+		Because(fmt.Sprintf("or, if slot %s is meant to serve: %s", active, s.Dir.Plugin("switch", "to", active, "--force")))
 	if t := s.blueGreen(); t != nil && t.Slots.Candidate == sw.Target && t.Slots.Active == active {
 		// Within an open blue-green update, going back to the slot it
 		// replaced is its revert (which also destroys the candidate and
 		// closes it): a forced switch there would leave it soaking on a
 		// slot no longer active.
-		fix = fmt.Sprintf("kubectl bundle-switch to %s --force   # the slot transaction %s soaks on; to go back to slot %s, then run: %s revert",
-			sw.Target, t.ID, active, journal.ScriptPath(journal.BlueGreen))
+		fix = advice.Do(s.Dir.Plugin("switch", "to", sw.Target, "--force")).
+			Because(fmt.Sprintf("the slot transaction %s soaks on; to go back to slot %s, then run: %s", t.ID, active,
+				advice.Program(journal.ScriptPath(journal.BlueGreen), "revert").WithEnv(s.Dir.CommandEnv())))
 	}
 	return &state.DamageError{Path: s.Dir.Join(record.ActiveFile),
 		Problem: fmt.Sprintf("it names slot %s, but the switch record says slot %s was made active (%s), and the aliases follow the record", active, sw.Target, sw.Phase),

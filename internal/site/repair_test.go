@@ -1,6 +1,8 @@
 package site_test
 
 import (
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +24,8 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The commands find this state dir by themselves (TestRepairNamesTheStateDir).
+	t.Setenv(state.EnvStateDir, d.Path)
 	const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
 	empty := func(name string) {
 		t.Helper()
@@ -33,7 +37,7 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	// makes the pointer readable again.
 	empty("a")
 	empty("b")
-	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("b", "a").String(); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("empty slots: %q", got)
 	}
 	save := func(name string, gate *slot.GateResult) {
@@ -47,29 +51,29 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	passed := &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}
 	save("a", nil)
 	save("b", nil)
-	got := site.Read(d).ActiveRepair("b", "a")
+	got := site.Read(d).ActiveRepair("b", "a").String()
 	if !strings.HasPrefix(got, "kubectl bundle-gate --slot b && kubectl bundle-switch to b --force   # ") {
 		t.Errorf("no slot gated: %q, want slot b gated first, then the switch", got)
 	}
 	save("a", passed)
-	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b", "a").String(); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b ungated, a gated: %q, want the switch to a", got)
 	}
-	if got := site.Read(d).ActiveRepair(); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair().String(); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("no preference: %q, want the gated a", got)
 	}
 	// A pass for another package than the one the slot holds is no pass.
 	save("b", &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: strings.Repeat("2", 64)})
-	if got := site.Read(d).ActiveRepair("b"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b").String(); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b gated for another package: %q, want the switch to a", got)
 	}
 	save("b", passed)
-	if got := site.Read(d).ActiveRepair("b", "a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("b", "a").String(); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("both gated, b preferred: %q", got)
 	}
 	// A failed gate is no pass either.
 	save("b", &slot.GateResult{Gate: "default", Passed: false, Time: time.Now(), Package: pkg})
-	if got := site.Read(d).ActiveRepair("b"); got != "kubectl bundle-switch to a --force" {
+	if got := site.Read(d).ActiveRepair("b").String(); got != "kubectl bundle-switch to a --force" {
 		t.Errorf("b failed its gate: %q, want the switch to a", got)
 	}
 	// Nor is a pass followed by a deploy that did not finish (failed or
@@ -83,11 +87,65 @@ func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
 	if err := slot.Save(d, r); err != nil {
 		t.Fatal(err)
 	}
-	if got := site.Read(d).ActiveRepair("a"); got != "kubectl bundle-switch to b --force" {
+	if got := site.Read(d).ActiveRepair("a").String(); got != "kubectl bundle-switch to b --force" {
 		t.Errorf("a's deploy did not finish: %q, want the switch to b", got)
 	}
 	save("b", nil)
-	if got := site.Read(d).ActiveRepair("a"); !strings.HasPrefix(got, "kubectl bundle-gate --slot a && kubectl bundle-switch to a --force   # ") {
+	if got := site.Read(d).ActiveRepair("a").String(); !strings.HasPrefix(got, "kubectl bundle-gate --slot a && kubectl bundle-switch to a --force   # ") {
 		t.Errorf("a's deploy did not finish, b not gated: %q, want slot a gated first", got)
+	}
+}
+
+// TestRepairNamesTheStateDir (issue 32, class 4): a repair, pasted in
+// another directory, acts on the state dir that printed it: when the state
+// dir was named relatively (or by --state-dir), every command of the
+// repair names it by its absolute path; a path in it is absolute too.
+func TestRepairNamesTheStateDir(t *testing.T) {
+	root := t.TempDir()
+	t.Chdir(root)
+	t.Setenv(state.EnvStateDir, "state")
+	d, err := state.Open("state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := state.EnvStateDir + "=" + filepath.Join(root, "state")
+	// No slot: the pointer is removed, by its absolute path.
+	if err := os.WriteFile(d.Join("active"), []byte("a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := site.Read(d).ActiveRepair().String(), "rm "+filepath.Join(root, "state", "active")+"   # no slot exists: no slot is active"; got != want {
+		t.Errorf("no slot: %q, want %q", got, want)
+	}
+	if err := slot.Save(d, &slot.Record{Name: "a", Provider: slot.ProviderExisting, Context: "a", State: slot.StateReady}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := site.Read(d).ActiveRepair().String(), env+" kubectl bundle-switch to a --force"; got != want {
+		t.Errorf("slot a: %q, want %q", got, want)
+	}
+	// A damaged record's repair, and the journal's.
+	if err := os.WriteFile(d.Join("slots", "a.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = slot.Load(d, "a")
+	if err == nil || !strings.Contains(err.Error(), ": "+env+" kubectl bundle-slot destroy a --force") {
+		t.Errorf("damaged record: %v, want its repair to name %s", err, env)
+	}
+	if err := os.MkdirAll(d.Join("journal", "run.lock"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.RunConflict(); err == nil || !strings.Contains(err.Error(), "; repair: "+env+" kubectl bundle-journal repair   # ") {
+		t.Errorf("damaged run lock: %v, want its repair to name %s", err, env)
+	}
+	hist := d.Join("journal", "history.jsonl")
+	if err := os.WriteFile(hist, []byte("garbage\ngarbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.ReadHistory(hist); err == nil || !strings.Contains(err.Error(), ": "+env+" kubectl bundle-journal repair   # ") {
+		t.Errorf("damaged history: %v, want its repair to name %s", err, env)
+	}
+	// With the state dir found by itself, a repair is the bare command.
+	t.Setenv(state.EnvStateDir, d.Path)
+	if got := site.Read(d).ActiveRepair().String(); got != "kubectl bundle-slot repair a" && !strings.HasPrefix(got, "kubectl bundle-") && !strings.HasPrefix(got, "rm ") {
+		t.Errorf("absolute state dir: %q names the state dir", got)
 	}
 }

@@ -3,8 +3,8 @@ package site
 import (
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -55,11 +55,11 @@ func (s *Site) ServingOrLost() (string, error) {
 
 // switchTo is the repair that makes slot n active again: a forced switch,
 // or its record's repair first when it cannot be read.
-func (s *Site) switchTo(n string) string {
+func (s *Site) switchTo(n string) advice.Fix {
 	if _, err := s.Slot(n); err != nil {
-		return record.RepairCommand(n) // its record first; then the switch
+		return advice.Do(record.RepairOf(s.Dir, n)) // its record first; then the switch
 	}
-	return "kubectl bundle-switch to " + n + " --force"
+	return advice.Do(s.Dir.Plugin("switch", "to", n, "--force"))
 }
 
 // lostPointer decides whether a missing pointer is damage: the switch
@@ -68,7 +68,7 @@ func (s *Site) switchTo(n string) string {
 // a switch and a slot's record says it passed its gate. Nil on a fresh
 // site and in the first install before its switch.
 func (s *Site) lostPointer() error {
-	lost := func(name, why, fix string) error {
+	lost := func(name, why string, fix advice.Fix) error {
 		return &LostPointerError{Slot: name, DamageError: &state.DamageError{Path: s.Dir.Join(record.ActiveFile),
 			Problem: "it is missing, but " + why, Fix: fix}}
 	}
@@ -125,28 +125,28 @@ func (s *Site) lostPointer() error {
 	switch {
 	case gated != "":
 		return lost(gated, "the history records a switch and the record of slot "+gated+" says it passed its gate",
-			"kubectl bundle-switch to "+gated)
+			advice.Do(s.Dir.Plugin("switch", "to", gated, "--force")))
 	case passed != "":
 		return lost(passed, "the history records a switch and the record of slot "+passed+" says it passed its gate (before a deploy into it that did not finish)",
-			GateFirst(passed))
+			s.GateFirst(passed))
 	}
 	return nil
 }
 
 // GateFirst is the forced switch to slot n that runs only once n passes
 // its gate (read-only: damage stops a recorded one).
-func GateFirst(n string) string {
-	return "kubectl bundle-gate --slot " + n + " && kubectl bundle-switch to " + n + " --force"
+func (s *Site) GateFirst(n string) advice.Fix {
+	return advice.Do(s.Dir.Plugin("gate", "--slot", n), s.Dir.Plugin("switch", "to", n, "--force"))
 }
 
 // noSlotFix is the repair when no slot has a readable record: a slot the
 // history says exists gets its record rebuilt from what runs (slot repair
 // asks the machine), and only with none is the pointer removed.
-func (s *Site) noSlotFix() string {
+func (s *Site) noSlotFix() advice.Fix {
 	if gone := s.Recordless(); len(gone) > 0 {
-		return record.RepairCommand(gone[0]) + "   # slot " + gone[0] + " has no record, but the history says it was created: rebuilds its record from what runs"
+		return advice.Do(record.RepairOf(s.Dir, gone[0])).Because("slot " + gone[0] + " has no record, but the history says it was created: rebuilds its record from what runs")
 	}
-	return state.RemoveCommand(s.Dir.Join(record.ActiveFile)) + "   # no slot exists: no slot is active"
+	return advice.Do(state.Remove(s.Dir.Join(record.ActiveFile))).Because("no slot exists: no slot is active")
 }
 
 // ActiveFix is the command that rewrites a damaged pointer: switch to a slot
@@ -157,15 +157,15 @@ func (s *Site) noSlotFix() string {
 // they hold (a forced switch skips the gate); with none, ActiveRepair's
 // one command (the gate first) when a slot holds a package, else every
 // (empty) slot.
-func (s *Site) ActiveFix() string {
-	var cmds, all []string
+func (s *Site) ActiveFix() advice.Fix {
+	var cmds, all []advice.Cmd
 	held := false
 	for _, n := range s.names {
 		if r, err := s.Slot(n); err == nil {
-			all = append(all, "kubectl bundle-switch to "+n+" --force")
+			all = append(all, s.Dir.Plugin("switch", "to", n, "--force"))
 			held = held || r.Package != nil || r.Deploying != nil
 			if r.Gated() {
-				cmds = append(cmds, "kubectl bundle-switch to "+n+" --force")
+				cmds = append(cmds, s.Dir.Plugin("switch", "to", n, "--force"))
 			}
 		}
 	}
@@ -175,13 +175,10 @@ func (s *Site) ActiveFix() string {
 	if len(cmds) == 0 {
 		cmds = all // empty slots: none is vouched for, any makes the pointer readable
 	}
-	switch len(cmds) {
-	case 0:
+	if len(cmds) == 0 {
 		return s.noSlotFix()
-	case 1:
-		return cmds[0]
 	}
-	return "run the one for the slot that serves now: " + strings.Join(cmds, " | ")
+	return advice.OneOf(cmds...)
 }
 
 // CheckActiveRecord decides whether the active pointer's slot has a
@@ -239,9 +236,9 @@ func (s *Site) SoakGone(active string) string {
 // (its record was removed from outside), slot repair rebuilds the record
 // from what runs; else the pointer goes to a slot that exists (prefer
 // first), or is removed.
-func (s *Site) PointerRepair(active string, prefer ...string) string {
+func (s *Site) PointerRepair(active string, prefer ...string) advice.Fix {
 	if s.Lineage(active).Exists {
-		return record.RepairCommand(active) + "   # the history says slot " + active + " was created and not destroyed: rebuilds its record from what runs"
+		return advice.Do(record.RepairOf(s.Dir, active)).Because("the history says slot " + active + " was created and not destroyed: rebuilds its record from what runs")
 	}
 	return s.ActiveRepair(prefer...)
 }
@@ -256,7 +253,7 @@ func (s *Site) PointerRepair(active string, prefer ...string) string {
 // switch runs only if that gate passes), unless it holds no package (an
 // empty slot vouches for nothing: the switch only makes the pointer
 // readable); with no slot, the pointer is removed.
-func (s *Site) ActiveRepair(prefer ...string) string {
+func (s *Site) ActiveRepair(prefer ...string) advice.Fix {
 	var ok, held, gated []string
 	for _, n := range s.names {
 		if r, err := s.Slot(n); err == nil {
@@ -281,15 +278,15 @@ func (s *Site) ActiveRepair(prefer ...string) string {
 		return ""
 	}
 	if n := pick(gated); n != "" {
-		return "kubectl bundle-switch to " + n + " --force"
+		return advice.Do(s.Dir.Plugin("switch", "to", n, "--force"))
 	}
 	if n := pick(held); n != "" {
-		return GateFirst(n) + "   # no slot passed its gate for what it holds: the switch runs only once slot " + n + " passes it"
+		return s.GateFirst(n).Because("no slot passed its gate for what it holds: the switch runs only once slot " + n + " passes it")
 	}
 	if n := pick(ok); n != "" {
 		// No slot holds a package: none can pass a gate, and none is
 		// vouched for; the switch only makes the pointer readable again.
-		return "kubectl bundle-switch to " + n + " --force"
+		return advice.Do(s.Dir.Plugin("switch", "to", n, "--force"))
 	}
 	return s.noSlotFix()
 }

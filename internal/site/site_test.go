@@ -163,13 +163,13 @@ func TestAnswers(t *testing.T) {
 				if !errors.As(err, &lp) || lp.Slot != c.active[1:] {
 					t.Fatalf("%v: Active() = %q, %v; want a lost pointer naming %s", c.f, active, err, c.active[1:])
 				}
-				if lp.Fix == "" {
+				if lp.Fix.IsZero() {
 					t.Errorf("%v: the lost pointer names no repair", c.f)
 				}
 				active = lp.Slot
 			case c.active == "!":
 				var dmg *state.DamageError
-				if !errors.As(err, &dmg) || dmg.Fix == "" {
+				if !errors.As(err, &dmg) || dmg.Fix.IsZero() {
 					t.Fatalf("%v: Active() = %q, %v; want damage with a repair", c.f, active, err)
 				}
 			default:
@@ -241,7 +241,7 @@ func TestDamageNeverHidesAnotherPart(t *testing.T) {
 					}
 					for _, err := range []error{aerr, serr} {
 						var dmg *state.DamageError
-						if errors.As(err, &dmg) && dmg.Fix == "" {
+						if errors.As(err, &dmg) && dmg.Fix.IsZero() {
 							t.Errorf("%v: damage without a repair: %v", f, err)
 						}
 					}

@@ -100,6 +100,12 @@ type Config struct {
 	provider Provider
 }
 
+// Keyless says the policy names the signers (identity and issuer), so
+// that verify needs no flags.
+func (v VerifyPolicy) Keyless() bool {
+	return (v.CertificateIdentity != "" || v.CertificateIdentityRegexp != "") && (v.CertificateOIDCIssuer != "" || v.CertificateOIDCIssuerRegexp != "")
+}
+
 // VerifyPolicy is the site's verification policy (config.yaml's verify:),
 // so that the strategy scripts need no verification flags. Each flag of
 // kubectl bundle-verify overrides its setting here.

@@ -3,6 +3,7 @@
 package slot
 
 import (
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -41,8 +42,9 @@ const DetailAlreadyCreated = record.DetailAlreadyCreated
 // ValidName checks a slot name (record.ValidName).
 func ValidName(name string) error { return record.ValidName(name) }
 
-// RepairCommand rebuilds the damaged record of slot name (record.RepairCommand).
-func RepairCommand(name string) string { return record.RepairCommand(name) }
+// RepairOf rebuilds the damaged record of slot name in the state dir d
+// (record.RepairOf).
+func RepairOf(d *state.Dir, name string) advice.Cmd { return record.RepairOf(d, name) }
 
 // Load reads a slot's record (record.LoadSlot).
 func Load(d *state.Dir, name string) (*Record, error) { return record.LoadSlot(d, name) }

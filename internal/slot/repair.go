@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"maps"
 	"os"
 	"strings"
@@ -35,7 +36,10 @@ type Repaired struct {
 
 // GoneError is a slot with no record of which nothing runs: it is gone,
 // and Next is the repair of what still names it.
-type GoneError struct{ Slot, Next string }
+type GoneError struct {
+	Slot string
+	Next advice.Fix
+}
 
 func (e *GoneError) Error() string {
 	return fmt.Sprintf("slot %s has no record and nothing of slot %s runs on this machine (no cluster, no registry or workload container): it is gone, and its record is not rebuilt; next: %s", e.Slot, e.Slot, e.Next)
@@ -134,7 +138,7 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 
 // afterGone is what to run once slot name was found gone: the repair of
 // the pointer when it names that slot, else nothing more for it.
-func (m *Manager) afterGone(name string) string {
+func (m *Manager) afterGone(name string) advice.Fix {
 	if a, err := site.Read(m.Dir).Active(); err == nil && a == name {
 		return site.Read(m.Dir).ActiveRepair()
 	} else if lp := (*site.LostPointerError)(nil); errors.As(err, &lp) {
@@ -142,7 +146,7 @@ func (m *Manager) afterGone(name string) string {
 	} else if err != nil {
 		return site.Read(m.Dir).ActiveFix()
 	}
-	return "kubectl bundle-slot list (slot " + name + " is no longer listed)"
+	return advice.Do(m.Dir.Plugin("slot", "list")).Because("slot " + name + " is no longer listed")
 }
 
 // lastDeployed is the package the history last recorded deployed into

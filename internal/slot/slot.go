@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io"
 	"os"
 	"path/filepath"
@@ -305,7 +306,7 @@ func (m *Manager) resolve(slotName, pkg string, insecure bool) (*deployable, err
 	var ns *stage.NotStagedError
 	if errors.As(err, &ns) && ns.Ref.File != "" {
 		if !insecure {
-			return nil, &NotVerifiedError{Path: pkg}
+			return nil, &NotVerifiedError{Path: pkg, Verify: stage.VerifyCommand(m.Dir, pkg, m.Config.Verify.Keyless())}
 		}
 		m.logf("warning: deploying %s without verification (--insecure)", pkg)
 		return &deployable{Digest: ns.Ref.Digest, Path: ns.Ref.File}, nil
@@ -316,7 +317,7 @@ func (m *Manager) resolve(slotName, pkg string, insecure bool) (*deployable, err
 	r := &p.Record
 	switch {
 	case !r.Report.Verified && !insecure:
-		return nil, &NotVerifiedError{Path: pkg}
+		return nil, &NotVerifiedError{Path: pkg, Verify: stage.VerifyCommand(m.Dir, pkg, m.Config.Verify.Keyless())}
 	case r.IsUnsigned() && !insecure:
 		src := r.Source
 		if src == "" {
@@ -336,11 +337,15 @@ func (m *Manager) resolve(slotName, pkg string, insecure bool) (*deployable, err
 	return &deployable{Digest: p.Digest, Path: p.Path, Name: r.Report.Package.Name, Version: r.Report.Package.Version, Key: r.Key}, nil
 }
 
-// NotVerifiedError is a package verify has not accepted.
-type NotVerifiedError struct{ Path string }
+// NotVerifiedError is a package verify has not accepted; Verify is the
+// command that verifies and stages it.
+type NotVerifiedError struct {
+	Path   string
+	Verify advice.Cmd
+}
 
 func (e *NotVerifiedError) Error() string {
-	return fmt.Sprintf("package %s has not been verified and staged: run kubectl bundle-verify --stage %s first (or pass --insecure to deploy it unverified)", e.Path, e.Path)
+	return fmt.Sprintf("package %s has not been verified and staged: run %s first (or pass --insecure to deploy it unverified)", e.Path, e.Verify)
 }
 
 // ErrorKind: refusing an unverified package is a negative verdict.

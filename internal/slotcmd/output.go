@@ -92,7 +92,7 @@ func load(s *session) ([]listing, error) {
 		var dmg *slot.DamagedError
 		if errors.As(err, &dmg) {
 			dmg.Protected = n == active || n == soaking
-			out = append(out, listing{Record: &slot.Record{Name: n, State: "DAMAGED"}, Active: n == active, Damaged: dmg.Err.Error(), Repair: dmg.Repair()})
+			out = append(out, listing{Record: &slot.Record{Name: n, State: "DAMAGED"}, Active: n == active, Damaged: dmg.Err.Error(), Repair: dmg.Repair().String()})
 			continue
 		}
 		if err != nil {

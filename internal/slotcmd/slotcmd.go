@@ -357,6 +357,10 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 		if err := s.Guard(name, statesession.Create, cmd.Bool("force")); err != nil {
 			return err
 		}
+	} else if err := s.Check(); err != nil {
+		// Nothing to build, but damage to the state is met as every
+		// mutating command meets it: a "nothing to do" would hide it.
+		return err
 	}
 	rec, err := s.m.Create(ctx, name, slot.CreateOptions{PackageBytes: size})
 	var se *slot.SettingsError
@@ -442,6 +446,14 @@ func destroy(ctx context.Context, cmd *cli.Command, s *session) error {
 	}
 	if err := s.Guard(name, statesession.Destroy, cmd.Bool("force")); err != nil {
 		return err
+	}
+	if !cmd.Bool("force") {
+		// A damaged record says nothing true of what the slot holds: its
+		// repair (destroy --force, or repair for a protected slot) is
+		// named, as every command that meets damage names it.
+		if _, err := s.LoadSlot(name); errors.As(err, new(*slot.DamagedError)) {
+			return err
+		}
 	}
 	if !cmd.Bool("yes") {
 		if err := s.confirmDestroy(ctx, name, forced); err != nil {
@@ -529,7 +541,7 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	if rep.Aside != "" {
 		fmt.Fprintf(s.streams.Out, "the damaged record is kept at %s\n", rep.Aside)
 	}
-	fmt.Fprintf(s.streams.Out, "its gate result was lost: run kubectl bundle-gate --slot %s --record\n", name)
+	fmt.Fprintf(s.streams.Out, "its gate result was lost: run %s\n", s.dir.Plugin("gate", "--slot", name, "--record"))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io"
 	"io/fs"
 	"os"
@@ -203,27 +204,71 @@ func (p *Package) restageFor(ref *Ref) string {
 	if ref != nil && ref.File != "" {
 		src = absPath(ref.File)
 	}
+	return verifyWith(src, r).String()
+}
+
+// verifyWith is verify --stage of src (a placeholder when "") with the
+// verification material r was staged with (KEY when it says none).
+func verifyWith(src string, r *Record) advice.Cmd {
 	if src == "" {
 		src = "PACKAGE"
 	}
-	args := []string{"kubectl", "bundle-verify", "--stage", quote(src)}
+	c := advice.Plugin("verify", "--stage", src)
 	switch {
+	case r == nil:
+		return c.With("--key", "KEY")
 	case r.Key != "":
-		args = append(args, "--key", quote(r.Key))
+		return c.With("--key", r.Key)
 	case r.Report.Signer.Method == "keyless" || r.TrustedRoot != "":
 		// Without a recorded trusted root it was the embedded one, which
 		// verify uses again when --trusted-root is not given.
 		if r.TrustedRoot != "" {
-			args = append(args, "--trusted-root", quote(r.TrustedRoot))
+			c = c.With("--trusted-root", r.TrustedRoot)
 		}
-		args = append(args, "--certificate-identity", quote(r.Report.Signer.Identity),
-			"--certificate-oidc-issuer", quote(r.Report.Signer.Issuer))
+		return c.With("--certificate-identity", r.Report.Signer.Identity, "--certificate-oidc-issuer", r.Report.Signer.Issuer)
 	case r.IsUnsigned():
-		args = append(args, "--insecure-skip-signature")
-	default:
-		args = append(args, "--key", "KEY")
+		return c.With("--insecure-skip-signature")
 	}
-	return strings.Join(args, " ")
+	return c.With("--key", "KEY")
+}
+
+// VerifyCommand is the command that verifies and stages the package at
+// src (a path; "" : PACKAGE) on the site d, with the verification material
+// the site staged its newest signed package with (nothing when
+// config.yaml's verify: names the signers, keyless: policyKeyless; KEY
+// when nothing was staged signed yet), acting on d from anywhere.
+func VerifyCommand(d *state.Dir, src string, policyKeyless bool) advice.Cmd {
+	if src != "" {
+		src = absPath(src)
+	}
+	if policyKeyless {
+		if src == "" {
+			src = "PACKAGE"
+		}
+		return advice.Plugin("verify", "--stage", src).WithEnv(d.CommandEnv())
+	}
+	return verifyWith(src, newestSigned(d)).WithEnv(d.CommandEnv())
+}
+
+// newestSigned is the record of the package staged last with a signature
+// checked (nil: none).
+func newestSigned(d *state.Dir) *Record {
+	ents, _ := os.ReadDir(d.Join(PackagesDir))
+	var best *Record
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(d.Join(PackagesDir), e.Name(), RecordFile))
+		if err != nil {
+			continue
+		}
+		var r Record
+		if json.Unmarshal(data, &r) != nil || r.IsUnsigned() || (r.Key == "" && r.Report.Signer.Method != "keyless") {
+			continue
+		}
+		if best == nil || r.StagedAt > best.StagedAt {
+			best = &r
+		}
+	}
+	return best
 }
 
 func absPath(p string) string {

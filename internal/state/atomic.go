@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,13 +49,13 @@ func SetAsideIfNotFile(p string) (string, error) {
 	return aside, SyncDir(filepath.Dir(p))
 }
 
-// RemoveCommand is the shell command that removes the damaged entry p,
-// whatever it is (rm -r for a directory), quoted to run as printed.
-func RemoveCommand(p string) string {
+// Remove is the command that removes the damaged entry p, whatever it is
+// (rm -r for a directory).
+func Remove(p string) advice.Cmd {
 	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-		return "rm -r " + shellQuote(p)
+		return advice.Program("rm", "-r", p)
 	}
-	return "rm " + shellQuote(p)
+	return advice.Program("rm", p)
 }
 
 func shellQuote(s string) string {

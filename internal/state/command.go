@@ -21,15 +21,19 @@ func (d *Dir) CommandPrefix() string {
 
 // CommandEnv is CommandPrefix as one NAME=VALUE environment entry, for a
 // command kept as a value (advice.Cmd.Env); "" when none is needed.
-func (d *Dir) CommandEnv() string {
+func (d *Dir) CommandEnv() string { return CommandEnvOf(d.Path) }
+
+// CommandEnvOf is CommandEnv for the state dir at the absolute path dir
+// (for a library that holds the path of a file in it: the journal's).
+func CommandEnvOf(dir string) string {
 	env := os.Getenv(EnvStateDir)
-	if filepath.IsAbs(env) && filepath.Clean(env) == d.Path {
+	if filepath.IsAbs(env) && filepath.Clean(env) == dir {
 		return ""
 	}
 	if env == "" {
-		if def, err := Resolve(""); err == nil && def == d.Path {
+		if def, err := Resolve(""); err == nil && def == dir {
 			return ""
 		}
 	}
-	return EnvStateDir + "=" + d.Path
+	return EnvStateDir + "=" + dir
 }

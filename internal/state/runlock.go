@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,26 +176,37 @@ func (d *Dir) RunLockPath() (string, error) {
 		return "", err
 	}
 	p := d.Join(RunLockFile)
-	if err := checkRunLock(p); err != nil {
+	if err := d.checkRunLock(p); err != nil {
 		return "", err
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, FileMode)
 	if err != nil {
-		if cerr := checkRunLock(p); cerr != nil {
+		if cerr := d.checkRunLock(p); cerr != nil {
 			return "", cerr // replaced in between
 		}
 		return "", fmt.Errorf("creating %s: %w", p, err)
 	}
 	defer f.Close()
-	if err := checkOpenRunLock(f, p); err != nil {
+	if err := d.checkOpenRunLock(f, p); err != nil {
 		return "", err
 	}
 	return p, nil
 }
 
-// RunLockRepair is the command that repairs a run lock that is not a
-// regular file (Dir.RepairRunLock).
-const RunLockRepair = RepairCommand + "   # checks that no live process holds it, then moves it aside"
+// RunLockRepair is what repairs a run lock that is not a regular file
+// (Dir.RepairRunLock).
+func (d *Dir) RunLockRepair() advice.Fix {
+	return advice.Do(d.Repair()).Because("checks that no live process holds it, then moves it aside")
+}
+
+// Repair is RepairCommand for this state dir.
+func (d *Dir) Repair() advice.Cmd { return d.Plugin("journal", "repair") }
+
+// Plugin is `kubectl bundle-NAME ARGS...` acting on this state dir from
+// wherever it is pasted.
+func (d *Dir) Plugin(name string, args ...string) advice.Cmd {
+	return advice.Plugin(name, args...).WithEnv(d.CommandEnv())
+}
 
 // RepairCommand repairs damage to the journal dir from outside: the
 // journal's files (package journal) and the run lock.
@@ -205,7 +217,7 @@ const RepairCommand = "kubectl bundle-journal repair"
 // anything, a pipe) was put there from outside and is damage naming the
 // repair, unless a live run still holds the lock on the file it replaced
 // (a *RunLockedError naming it: that run is waited for first).
-func checkRunLock(p string) error {
+func (d *Dir) checkRunLock(p string) error {
 	fi, err := os.Lstat(p)
 	switch {
 	case os.IsNotExist(err):
@@ -220,18 +232,18 @@ func checkRunLock(p string) error {
 		return &RunLockedError{Orphans: o, Removed: true, Replaced: what}
 	}
 	return &DamageError{Path: p, Problem: fmt.Sprintf("it is %s, not the regular file a strategy run holds its lock on: something outside kubectl-bundle put it there, and no run can start or be told while it is there", what),
-		Fix: RunLockRepair}
+		Fix: d.RunLockRepair()}
 }
 
 // checkOpenRunLock checks that f, opened on p without following a
 // symlink, is a regular file (p replaced between a check and the open).
-func checkOpenRunLock(f *os.File, p string) error {
+func (d *Dir) checkOpenRunLock(f *os.File, p string) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("checking %s: %w", p, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return checkRunLock(p)
+		return d.checkRunLock(p)
 	}
 	return nil
 }
@@ -290,7 +302,7 @@ func (d *Dir) IsRunLockDamage(err error) bool {
 // (*RunLockedError).
 func (d *Dir) RepairRunLock() (string, error) {
 	p := d.Join(RunLockFile)
-	if err := checkRunLock(p); !d.IsRunLockDamage(err) {
+	if err := d.checkRunLock(p); !d.IsRunLockDamage(err) {
 		return "", err
 	}
 	fi, err := os.Lstat(p)
@@ -318,7 +330,7 @@ func (d *Dir) HoldRun(fd int, h Holder) error {
 		return err
 	}
 	if err := sameFile(fd, p); err != nil {
-		if cerr := checkRunLock(p); cerr != nil {
+		if cerr := d.checkRunLock(p); cerr != nil {
 			return cerr
 		}
 		return err
@@ -365,7 +377,7 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 	}
 	// Not a regular file: damage (or a run that holds the lock it
 	// replaced), said before anything opens it.
-	if err := checkRunLock(p); err != nil {
+	if err := d.checkRunLock(p); err != nil {
 		var le *RunLockedError
 		if errors.As(err, &le) {
 			return le, nil
@@ -382,13 +394,13 @@ func (d *Dir) RunConflict() (*RunLockedError, error) {
 		return nil, nil
 	}
 	if err != nil {
-		if cerr := checkRunLock(p); cerr != nil {
+		if cerr := d.checkRunLock(p); cerr != nil {
 			return nil, cerr // replaced in between
 		}
 		return nil, fmt.Errorf("opening %s: %w", p, err)
 	}
 	defer f.Close() // releases this probe
-	if err := checkOpenRunLock(f, p); err != nil {
+	if err := d.checkOpenRunLock(f, p); err != nil {
 		var le *RunLockedError
 		if errors.As(err, &le) {
 			return le, nil

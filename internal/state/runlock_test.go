@@ -129,7 +129,7 @@ func TestRunLockNotAFile(t *testing.T) {
 				t.Helper()
 				if !d.IsRunLockDamage(err) || errkind.Of(err) != errkind.Environment ||
 					!strings.Contains(err.Error(), p+" is damaged: it is "+c.what+", not the regular file") ||
-					!strings.HasSuffix(err.Error(), "; repair: "+RunLockRepair) {
+					!strings.HasSuffix(err.Error(), "; repair: "+d.RunLockRepair().String()) {
 					t.Errorf("%s: %v (kind %v)", what, err, errkind.Of(err))
 				}
 			}

@@ -5,6 +5,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"io"
 	"io/fs"
 	"os"
@@ -147,18 +148,19 @@ func ReadPointer(p string) (string, error) {
 }
 
 // DamageError is a state file that cannot be read or validated. It never
-// means "none": every mutating command stops on it, and Fix is the command
-// that repairs it.
+// means "none": every mutating command stops on it, and Fix is what
+// repairs it (its commands name this state dir when a pasted command
+// would otherwise open another).
 type DamageError struct {
 	Path    string
 	Problem string
-	Fix     string
+	Fix     advice.Fix
 }
 
 func (e *DamageError) Error() string {
 	msg := fmt.Sprintf("%s is damaged: %s", e.Path, e.Problem)
-	if e.Fix != "" {
-		msg += "; repair: " + e.Fix
+	if !e.Fix.IsZero() {
+		msg += "; repair: " + e.Fix.String()
 	}
 	return msg
 }

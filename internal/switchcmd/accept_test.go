@@ -36,6 +36,9 @@ func soaking(t *testing.T, started time.Time, window time.Duration) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The commands printed find this state dir by themselves (no
+	// KUBECTL_BUNDLE_STATE_DIR in them).
+	t.Setenv(state.EnvStateDir, d.Path)
 	rec := record.Switch{APIVersion: slot.RecordAPIVersion, Kind: "Switch", Phase: record.PhaseSwitched,
 		Target: "b", Previous: "a", SoakStarted: started, SoakWindow: window.String(), Updated: started}
 	b, err := json.Marshal(rec)

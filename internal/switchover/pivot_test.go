@@ -40,6 +40,9 @@ func pivotSite(t *testing.T) (a, b *pivottest.Site, s *Switcher, log *strings.Bu
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The commands printed find this state dir by themselves (no
+	// KUBECTL_BUNDLE_STATE_DIR in them).
+	t.Setenv(state.EnvStateDir, d.Path)
 	kubeconfig := filepath.Join(root, "kubeconfig")
 	data, err := testenv.Kubeconfigs(map[string]*rest.Config{"kind-airgap-mgmt-a": a.Config, "kind-airgap-mgmt-b": b.Config})
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
@@ -54,14 +54,14 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	historyNext := ""
+	var historyNext advice.Fix
 	if to, from := here.HistorySoak(); sw == nil && from != "" && to == st.Active {
 		// switch.json is gone while the history says a soak began: its
 		// revert target stays protected (site.Kept) until the record is
 		// written again.
 		st.Previous, st.Target = from, to
-		st.Damaged = append(st.Damaged, fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted (slot %s stays protected as the revert target); repair: kubectl bundle-switch to %s --force", to, from, from, to))
-		historyNext = "kubectl bundle-switch to " + to + " --force"
+		st.Damaged = append(st.Damaged, fmt.Sprintf("the switch record is missing, but the history says slot %s was switched to from slot %s and not accepted (slot %s stays protected as the revert target); repair: %s", to, from, from, s.Dir.Plugin("switch", "to", to, "--force")))
+		historyNext = advice.Do(s.Dir.Plugin("switch", "to", to, "--force"))
 	}
 	if sw != nil {
 		st.Previous, st.Phase, st.Target, st.Mode = sw.Previous, sw.Phase, sw.Target, sw.Mode
@@ -124,16 +124,17 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		}
 	}
 	st.Consistent = st.KubeconfigAgree && st.RegistryAgree && st.Phase != record.PhaseSwitching && st.Phase != record.PhaseSwitchingBack
+	var next advice.Fix
 	switch {
 	case st.Phase == record.PhaseSwitching:
-		st.Next = "kubectl bundle-switch to " + st.Target
+		next = advice.Do(s.Dir.Plugin("switch", "to", st.Target))
 	case st.Phase == record.PhaseSwitchingBack:
-		st.Next = "kubectl bundle-switch back"
+		next = advice.Do(s.Dir.Plugin("switch", "back"))
 	case !st.Consistent && st.Active != "":
-		st.Next = "kubectl bundle-switch to " + st.Active
+		next = advice.Do(s.Dir.Plugin("switch", "to", st.Active))
 	}
-	if historyNext != "" {
-		st.Consistent, st.Next = false, historyNext
+	if !historyNext.IsZero() {
+		st.Consistent, next = false, historyNext
 	}
 	// A pointer (or an unfinished switch) naming a slot that has no record
 	// cannot be completed by a switch to that slot: its repair points the
@@ -144,11 +145,14 @@ func (s *Switcher) Status(ctx context.Context) (*Status, error) {
 		// aliases follow: ActiveRepair names only a gated one.
 		fix := here.PointerRepair(st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		st.Damaged = append(st.Damaged, fmt.Sprintf("the active pointer names slot %s, which has no record; repair: %s", st.Active, fix))
-		st.Consistent, st.Next = false, fix
-	} else if target, ok := strings.CutPrefix(st.Next, "kubectl bundle-switch to "); ok {
-		if _, err := slot.Load(s.Dir, target); errors.As(err, new(*slot.NotFoundError)) {
-			st.Next = here.ActiveRepair(st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
+		st.Consistent, next = false, fix
+	} else if last := next.Last(); last.Is("switch", "to") {
+		if _, err := slot.Load(s.Dir, last.Argv[3]); errors.As(err, new(*slot.NotFoundError)) {
+			next = here.ActiveRepair(st.Active, st.Target, st.KubeconfigAlias, st.RegistryHolder, st.Previous)
 		}
+	}
+	if !next.IsZero() {
+		st.Next = next.String()
 	}
 	return st, nil
 }

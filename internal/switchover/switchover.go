@@ -119,7 +119,7 @@ func (e *GateError) ErrorKind() errkind.Kind { return errkind.Negative }
 
 func (s *Switcher) checkGate(rec *slot.Record) error {
 	g := rec.Gate
-	hint := fmt.Sprintf("run kubectl bundle-gate --slot %s --record, or pass --force", rec.Name)
+	hint := fmt.Sprintf("run %s, or pass --force", s.Dir.Plugin("gate", "--slot", rec.Name, "--record"))
 	switch {
 	case rec.Deploying != nil:
 		return &GateError{fmt.Sprintf("slot %s: its %s, so what it holds is not known and its last gate no longer counts: %s", rec.Name, rec.Deploying.Describe(), hint)}
@@ -243,11 +243,12 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	recordDamaged := err != nil
 	active, err := s.Active()
 	// A lost pointer (missing while the state says a slot was made active)
-	// is written back by a switch to that slot: it is the repair, forced or
-	// not (a gated first install's switch, too).
+	// is written back by the forced switch to that slot its repair names:
+	// a plain switch meets it as damage (it would take the lost pointer
+	// for "none" and rewrite the switch record without what it kept).
 	var lost *site.LostPointerError
 	lostHere := errors.As(err, &lost) && lost.Slot == target
-	if err != nil && !(force && isDamage(err)) && !lostHere {
+	if err != nil && !(force && isDamage(err)) {
 		return nil, err
 	}
 	pointerDamaged := err != nil
@@ -255,8 +256,14 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		active = target // the switch record's slot: its switch resumes, or is kept as it was
 	}
 	if active != "" && active != target {
-		// A pointer to a slot that has no record is no revert target.
+		// A pointer to a slot that has no record is no revert target; it
+		// is damage a plain switch meets (its repair is named), unless the
+		// state explains it (a recreate rebuilding that slot, a soak whose
+		// candidate is gone).
 		if _, err := slot.Load(s.Dir, active); errors.As(err, new(*slot.NotFoundError)) {
+			if derr := site.Read(s.Dir).CheckActiveRecord(active); derr != nil && !force {
+				return nil, derr
+			}
 			active = ""
 		}
 	}
@@ -593,6 +600,11 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		if _, perr := slot.Load(s.Dir, sw.Previous); sw.Previous != "" && perr == nil {
 			return nil, &ConflictError{goneTarget(s.Dir, sw.Target, sw.Previous)}
 		}
+	}
+	// Damage is met before anything is said accepted (an accept already
+	// made, too): the pointer, the protected slots' records.
+	if _, err := site.Read(s.Dir).Protection(); err != nil {
+		return nil, err
 	}
 	res := &AcceptResult{Slot: sw.Target, Mode: sw.Mode}
 	if sw.Phase == record.PhaseSwitched && ifSoaked {

@@ -30,6 +30,9 @@ func newSite(t *testing.T) (*Switcher, *fakes.Machine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The commands printed find this state dir by themselves (no
+	// KUBECTL_BUNDLE_STATE_DIR in them).
+	t.Setenv(state.EnvStateDir, d.Path)
 	kubeconfig := filepath.Join(root, "kubeconfig")
 	writeKubeconfig(t, kubeconfig, "kind-airgap-mgmt-a", "kind-airgap-mgmt-b")
 	run := fakes.Runner{}
