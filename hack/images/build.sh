@@ -59,7 +59,10 @@ bin_hash=$(
   } | sha256sum | cut -c1-16
 )
 out="$cache/images/$hash"
-if [ -f "$out/images.env" ]; then
+# A cache entry is whole or not there: an images.env beside a missing or
+# empty archive (written by a version that went on after a failed save)
+# is built again.
+if [ -f "$out/images.env" ] && [ -s "$out/node.tar" ] && [ -s "$out/registry.tar" ] && [ -s "$out/workload.tar" ]; then
   echo "$out/images.env"
   exit 0
 fi
@@ -342,9 +345,13 @@ cp "$bin/workload" "$d/workload"
 import_image "$d" "$workload_ref" 'ENTRYPOINT ["/workload"]' 'EXPOSE 8080'
 
 say "saving archives into $out"
-docker save "$node_ref" -o "$out/node.tar.tmp" && mv "$out/node.tar.tmp" "$out/node.tar"
-docker save "$registry_ref" -o "$out/registry.tar"
-docker save "$workload_ref" -o "$out/workload.tar"
+# One command a line: under errexit a failure before && does not stop the
+# script, and a save that failed (a full disk) left images.env written
+# over a missing node.tar, a cache that failed every later run.
+for a in node:"$node_ref" registry:"$registry_ref" workload:"$workload_ref"; do
+  docker save "${a#*:}" -o "$out/${a%%:*}.tar.tmp"
+  mv "$out/${a%%:*}.tar.tmp" "$out/${a%%:*}.tar"
+done
 id_of() { docker image inspect --format '{{.Id}}' "$1"; }
 t_end=$(date +%s)
 cat >"$out/images.env.tmp" <<EOF
