@@ -313,6 +313,23 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	// So is writing back a lost pointer after a switch back.
 	realign := sw != nil && sw.Target == target && active == target &&
 		(sw.Phase == record.PhaseAccepted || (lostHere && sw.Phase == record.PhaseSwitchedBack))
+	// So is a forced switch, during a blue-green update that has not
+	// switched yet, to the slot it updates from (the repair of a damaged
+	// pointer or switch record): it re-points the aliases at the slot that
+	// serves, records no step of the update, and keeps the switch record's
+	// phase when it names that slot.
+	repointOnly := false
+	if bg := blueGreen(t); force && bg != nil && target == bg.Slots.Active && !site.PastSwitch(bg) && !site.RollingBack(bg) {
+		realign, repointOnly = true, true
+		if sw == nil || sw.Target != target || sw.Phase == record.PhaseSwitching || sw.Phase == record.PhaseSwitchingBack {
+			// No record of that slot's switch to keep: the history's soak
+			// of it, if it records one, else none.
+			sw = &record.Switch{Target: target, Phase: record.PhaseAccepted}
+			if to, from := site.Read(s.Dir).HistorySoak(); to == target && from != "" && from != target {
+				sw.Phase, sw.Previous = record.PhaseSwitched, from
+			}
+		}
+	}
 	previous, after := active, record.PhaseSwitched
 	if resuming {
 		previous = sw.Previous
@@ -322,8 +339,8 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	}
 	if realign {
 		after = sw.Phase
-		if after == record.PhaseSwitchedBack {
-			previous = sw.Previous
+		if after == record.PhaseSwitchedBack || after == record.PhaseSwitched {
+			previous = sw.Previous // a soak's revert target, or the slot switched back from, is kept
 		}
 	}
 	// The soak of an open blue-green transaction keeps its revert target
@@ -341,6 +358,12 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	switch {
 	case resuming || realign:
 		mode = sw.Mode
+		if repointOnly && mode == journal.SwitchPivot {
+			// This repair re-points the aliases at the slot the update
+			// builds from: the workload clusters' objects stay where the
+			// last pivot left them.
+			mode = ""
+		}
 	case mode == "" && t != nil:
 		mode = t.SwitchMode
 	case mode == "s2":

@@ -3,6 +3,7 @@ package switchover
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -413,4 +414,44 @@ func TestBackGatesThePreviousSlot(t *testing.T) {
 		t.Errorf("forced back: %+v", rec)
 	}
 	wantAt(t, s, fm, "a")
+}
+
+// The repair of a damaged pointer during a blue-green update that has not
+// switched yet is the forced switch to the slot the update builds from
+// (site.ActiveRepair names it): it re-points the aliases there and records
+// no step of the update, which goes on from where it was. Before, the
+// forced switch tried to record SWITCHED and was refused ("cannot start
+// SWITCHED"), so the printed repair never ran.
+func TestPointerRepairDuringABlueGreenUpdate(t *testing.T) {
+	s, fm := newSite(t)
+	ctx := context.Background()
+	s.Journal = journal.New(s.Dir)
+	if _, err := s.Journal.Begin(journal.BeginOptions{Strategy: journal.BlueGreen, Target: strings.Repeat("1", 64), Slots: journal.Slots{Active: "a", Candidate: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []journal.Phase{journal.Verified, journal.Provisioning} {
+		if _, err := s.Journal.Start(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Journal.Done(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(s.Dir.Join("active"), []byte("a\nb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.To(ctx, "a", false); err == nil {
+		t.Fatal("a plain switch over a damaged pointer ran")
+	}
+	if _, err := s.To(ctx, "a", true); err != nil {
+		t.Fatalf("the pointer's repair: %v", err)
+	}
+	wantAt(t, s, fm, "a")
+	tx, err := s.Journal.Load()
+	if err != nil || tx == nil || tx.Phase != journal.Provisioning || tx.Step(journal.Switched) != nil {
+		t.Fatalf("the repair changed the update: %+v, %v", tx, err)
+	}
+	if st, err := s.Status(ctx); err != nil || st.Active != "a" || st.Previous != "" {
+		t.Errorf("status after the repair: %+v, %v", st, err)
+	}
 }
