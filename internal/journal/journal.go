@@ -207,13 +207,18 @@ func (j *Journal) RefuseIfOpen() error {
 	if err != nil || t == nil {
 		return err
 	}
-	next := Next(t)
-	line := next.Command
-	if !next.Run.IsZero() {
-		line = next.Run.WithEnv(j.dir.CommandEnv()).String()
-	}
 	return &ConflictError{Msg: fmt.Sprintf("transaction %s (%s) is already open in phase %s (%s); next: %s",
-		t.ID, t.Strategy, t.Phase, t.Status, line)}
+		t.ID, t.Strategy, t.Phase, t.Status, j.nextLine(t))}
+}
+
+// nextLine is t's next command as a line that acts on this state dir
+// from anywhere.
+func (j *Journal) nextLine(t *Transaction) string {
+	next := Next(t)
+	if !next.Run.IsZero() {
+		return next.Run.WithEnv(j.dir.CommandEnv()).String()
+	}
+	return next.Command
 }
 
 // nextSeq is the sequence number of the next event, and the history it
@@ -424,7 +429,7 @@ func (j *Journal) Abort() (*Transaction, []string, error) {
 		return t, Cleanup(t), nil
 	}
 	if ok, why := abortable(t.Strategy, t.Phase); !ok {
-		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, Next(t).Command)}
+		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, j.nextLine(t))}
 	}
 	cleanup := Cleanup(t)
 	now := j.now()
@@ -443,7 +448,7 @@ func (j *Journal) AbortLost() (*Event, error) {
 		return nil, err
 	}
 	if t != nil {
-		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s has its file: --force closes only a transaction whose %s is lost; next: %s", t.ID, TransactionFile, Next(t).Command)}
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s has its file: --force closes only a transaction whose %s is lost; next: %s", t.ID, TransactionFile, j.nextLine(t))}
 	}
 	h, err := ReadHistory(j.histPath())
 	if err != nil {
@@ -471,7 +476,7 @@ func (j *Journal) End() (*Transaction, error) {
 		return nil, err
 	}
 	if !IsFinal(t.Phase) || t.Status != StatusDone {
-		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a finished final phase; next: %s", t.ID, t.Phase, t.Status, Next(t).Command)}
+		return nil, &ConflictError{Msg: fmt.Sprintf("transaction %s is in %s (%s), not a finished final phase; next: %s", t.ID, t.Phase, t.Status, j.nextLine(t))}
 	}
 	// Slot and switch events may have followed the last transition.
 	seq, h, err := j.nextSeq()

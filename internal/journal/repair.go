@@ -22,6 +22,12 @@ import (
 // that is not a regular file (state.Dir.RepairRunLock).
 const RepairCommand = state.RepairCommand
 
+// plugin is kubectl bundle-NAME ARGS acting, from anywhere, on the state
+// dir that holds the journal file p.
+func plugin(p, name string, args ...string) advice.Cmd {
+	return advice.Plugin(name, args...).WithEnv(state.CommandEnvOf(filepath.Dir(filepath.Dir(p))))
+}
+
 // repairOf is RepairCommand for the state dir that holds the journal
 // file p (journal/NAME), as a value that runs there from anywhere.
 func repairOf(p string) advice.Cmd {
@@ -97,8 +103,8 @@ func (e *HistoryLossError) Meaning() string {
 		return fmt.Sprintf("%s; transaction %s is kept in %s, the authority, so the update can go on: %s records the loss in the history and restores the transaction's last step there, then the transaction's own next command applies",
 			lost, e.Txn.ID, TransactionFile, repairOf(e.Path))
 	case e.Open != nil:
-		return fmt.Sprintf("%s; no transaction is open in %s, but what is left of the history shows transaction %s begun and not ended: its end may be among the lost lines; %s records the loss, then check its slots (kubectl bundle-slot list; kubectl bundle-switch status) and close it in the history (kubectl bundle-journal abort --force)",
-			lost, TransactionFile, e.Open.TxnID, repairOf(e.Path))
+		return fmt.Sprintf("%s; no transaction is open in %s, but what is left of the history shows transaction %s begun and not ended: its end may be among the lost lines; %s records the loss, then check its slots (%s; %s) and close it in the history (%s)",
+			lost, TransactionFile, e.Open.TxnID, repairOf(e.Path), plugin(e.Path, "slot", "list"), plugin(e.Path, "switch", "status"), plugin(e.Path, "journal", "abort", "--force"))
 	}
 	return fmt.Sprintf("%s; no transaction is open in %s, the authority, so no update is in progress; %s records the loss in the history so that every command can go on",
 		lost, TransactionFile, repairOf(e.Path))

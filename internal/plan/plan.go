@@ -142,8 +142,13 @@ func Make(s *session.Session, in Input) *Plan {
 			p.Package = t.Package
 		}
 		if t.Strategy != in.Strategy {
+			n := journal.Next(t)
+			instead := n.Command
+			if !n.Run.IsZero() {
+				instead = n.Run.WithEnv(s.Dir.CommandEnv()).String()
+			}
 			p.refuse(errkind.New(errkind.Conflict, "transaction %s (%s) is open in %s: a %s run refuses until it is finished; the next step is the %s run's",
-				t.ID, t.Strategy, t.Phase, in.Strategy, t.Strategy), journal.Next(t).Command)
+				t.ID, t.Strategy, t.Phase, in.Strategy, t.Strategy), instead)
 		} else if in.Op == Apply && in.Package != "" && !SamePackage(t, in.Package) {
 			p.refuse(errkind.New(errkind.Conflict, "transaction %s is open for %s, not %s: the run resumes that update first", t.ID, t.Package, in.Package), "")
 		}
