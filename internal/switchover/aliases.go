@@ -3,6 +3,7 @@ package switchover
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -117,10 +118,17 @@ func aliasTarget(explicit, alias string, candidates []string) (string, error) {
 	return "", nil
 }
 
+// errGone is a container that does not exist (a create killed before it,
+// a destroy half done): it carries no alias.
+var errGone = errors.New("no such container")
+
 // networkAliases reads container's aliases on the network; connected is
 // false when it is not on it at all.
 func (s *Switcher) networkAliases(ctx context.Context, container string) (aliases []string, connected bool, err error) {
 	out, err := s.Run.Run(ctx, "docker", "inspect", "--format", "{{json .NetworkSettings.Networks}}", container)
+	if err != nil && (strings.Contains(err.Error(), "No such object") || strings.Contains(err.Error(), "No such container")) {
+		return nil, false, fmt.Errorf("%w: %s", errGone, container)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -138,6 +146,9 @@ func (s *Switcher) networkAliases(ctx context.Context, container string) (aliase
 func (s *Switcher) registryAliasHolder(ctx context.Context, containers []string) (string, error) {
 	for _, c := range containers {
 		aliases, _, err := s.networkAliases(ctx, c)
+		if errors.Is(err, errGone) {
+			continue
+		}
 		if err != nil {
 			return "", err
 		}
@@ -172,6 +183,9 @@ func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others
 	}
 	for _, o := range others {
 		aliases, connected, err := s.networkAliases(ctx, o)
+		if errors.Is(err, errGone) {
+			continue // moving the alias away from it is done
+		}
 		if err != nil {
 			return err
 		}
