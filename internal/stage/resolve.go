@@ -280,4 +280,3 @@ func absPath(p string) string {
 	}
 	return p
 }
-
