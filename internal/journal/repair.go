@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -172,15 +171,6 @@ func txnCorrupt(p string, err error) *CorruptError {
 	return &CorruptError{Path: p, Err: err, Repair: advice.Do(repairOf(p)).Because("rebuilds it from the history (the damaged file is kept aside)")}
 }
 
-// setAside renames p to p.damaged-<time>, returning the new name.
-func setAside(p string) (string, error) {
-	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
-	if err := os.Rename(p, aside); err != nil {
-		return "", fmt.Errorf("moving %s aside: %w", p, err)
-	}
-	return aside, state.SyncDir(filepath.Dir(p))
-}
-
 // RecordRepair records in the history a repair done outside the journal's
 // files (detail says what it did). The caller holds the lock.
 func (j *Journal) RecordRepair(detail string) error {
@@ -231,7 +221,7 @@ func (j *Journal) RepairDamage() ([]string, error) {
 		}
 	}
 	if terr != nil {
-		aside, err := setAside(j.txnPath())
+		aside, err := state.MoveAside(j.txnPath())
 		if err != nil {
 			return did, err
 		}
@@ -305,7 +295,7 @@ func (j *Journal) salvageHistory(why error) (h *History, said, detail string, er
 	p := j.histPath()
 	b, rerr := readNoFollow(p)
 	if rerr != nil {
-		aside, err := setAside(p)
+		aside, err := state.MoveAside(p)
 		if err != nil {
 			return nil, "", "", err
 		}
@@ -313,7 +303,7 @@ func (j *Journal) salvageHistory(why error) (h *History, said, detail string, er
 			"the history was unreadable and was moved aside: a new history starts here", nil
 	}
 	kept, h, damaged := SalvageHistory(b)
-	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
+	aside := state.AsideName(p)
 	if err := state.WriteFile(aside, b); err != nil {
 		return nil, "", "", fmt.Errorf("keeping the damaged %s: %w", HistoryFile, err)
 	}

@@ -258,10 +258,6 @@ var knownOpenBugs = []invariant.KnownBug{
 	// A lost pointer whose slot was destroyed with --force: the repair
 	// printed (slot repair a) refuses, the slot is gone.
 	{"pointer-repair-names-gone-slot", "D: the repair a damage report printed fails when run as printed", "is gone, and its record is not rebuilt"},
-	// A record replaced by a directory, or a second repair within the
-	// same second: the write (or the move aside) fails with "file exists".
-	{"record-write-over-damage", "D: ", ": file exists"},
-	{"record-move-aside-fails", "D: ", "moving the damaged record aside"},
 	// An error's advice names a switch to a slot that no longer exists.
 	{"advice-switch-to-missing-slot", "I3: the command an error printed does not run as printed", "does not exist (kubectl bundle-slot list"},
 }

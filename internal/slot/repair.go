@@ -123,10 +123,9 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 		rec.Package, out.PackageFrom = ref, from
 	}
 	if dmg != nil {
-		out.Aside = dmg.Path + ".damaged-" + now.Format("20060102T150405Z")
 		state.CrashPoint("slot:repair/aside")
-		if err := os.Rename(dmg.Path, out.Aside); err != nil {
-			return nil, fmt.Errorf("moving the damaged record aside: %w", err)
+		if out.Aside, err = state.MoveAside(dmg.Path); err != nil {
+			return nil, err
 		}
 	}
 	if err := Save(m.Dir, rec); err != nil {

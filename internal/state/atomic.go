@@ -1,8 +1,10 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +35,7 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// SetAsideIfNotFile renames p to p.damaged-<time> when it is a directory or
+// SetAsideIfNotFile moves p aside (MoveAside) when it is a directory or
 // anything else that is neither a regular file nor a symlink, so that an
 // atomic rename can replace it; it returns where it went ("" when p was
 // left alone). Nothing is deleted: the damaged entry is kept to inspect.
@@ -42,7 +44,29 @@ func SetAsideIfNotFile(p string) (string, error) {
 	if err != nil || fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0 {
 		return "", nil
 	}
-	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	return MoveAside(p)
+}
+
+// AsideName is a name beside p that nothing holds yet, for a damaged p
+// to be kept under: p.damaged-<UTC time>, with -2, -3, ... after it when
+// an earlier entry of the same instant is there (two repairs within one
+// clock tick must not collide).
+func AsideName(p string) string {
+	base := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	name := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// MoveAside renames p, whatever it is (a file, a directory, a symlink:
+// the link itself), to AsideName(p) and syncs its directory; it returns
+// the new name. Nothing is deleted: the damaged entry is kept to inspect.
+func MoveAside(p string) (string, error) {
+	aside := AsideName(p)
 	if err := os.Rename(p, aside); err != nil {
 		return "", fmt.Errorf("moving the damaged %s aside: %w", p, err)
 	}

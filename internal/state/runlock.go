@@ -309,11 +309,8 @@ func (d *Dir) RepairRunLock() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("checking %s: %w", p, err)
 	}
-	aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405.000Z")
-	if err := os.Rename(p, aside); err != nil {
-		return "", fmt.Errorf("moving %s aside: %w", p, err)
-	}
-	if err := SyncDir(filepath.Dir(p)); err != nil {
+	aside, err := MoveAside(p)
+	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("moved %s, %s, aside to %s (no live process holds it); the next strategy run creates a new one", RunLockFile, nonFile(aside, fi), aside), nil
