@@ -12,6 +12,12 @@
 #   $CACHE/capi/<hash>/capi.env                          references, image IDs, paths (shell assignments)
 #
 #   DOCKER_HOST=... hack/images/capi.sh [TOOLS]   # prints the capi.env path on stdout
+#   CAPI_PREFETCH=1 hack/images/capi.sh [TOOLS]   # the slow part only, no engine needed
+#
+# CAPI_PREFETCH=1 builds what takes long (the four managers, about 15
+# minutes cold, and the load balancer's root filesystem) into the same
+# cache and stops before the images: start it early, beside other work,
+# while no Docker engine of the bench runs; the next full run finds both.
 #
 # TOOLS is the tools module that pins the Cluster API to build, default
 # hack/tools/capi (the site's v1.14.2); hack/tools/capi-v1.13 is the older
@@ -71,7 +77,10 @@ if [ -f "$out/capi.env" ]; then
 fi
 
 [ "$(id -u)" = 0 ] || die "building the load balancer's root filesystem needs root (debootstrap)"
-docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine at ${DOCKER_HOST:-the default socket} (hack/docker/ensure.sh start)"
+prefetch=${CAPI_PREFETCH:-0}
+if [ "$prefetch" != 1 ]; then
+  docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine at ${DOCKER_HOST:-the default socket} (hack/docker/ensure.sh start)"
+fi
 # go list -m names a module's directory only once it is in the module cache.
 (cd "$tools" && "$GO" mod download sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test) || die "downloading Cluster API's modules for $tools"
 mods=$(cd "$tools" && "$GO" list -m -f '{{.Path}}={{.Dir}}' sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test)
@@ -138,6 +147,10 @@ if [ ! -f "$bin/.done" ]; then
   touch "$bin/.done"
 fi
 t_bin=$(date +%s)
+if [ "$prefetch" = 1 ]; then
+  say "prefetched: the load balancer's root filesystem ($((t_rootfs - t0)) s) and the managers in $bin ($((t_bin - t_rootfs)) s); the images are made by a run without CAPI_PREFETCH"
+  exit 0
+fi
 
 # import_image ROOTDIR REF [docker import -c changes...]
 import_image() {
