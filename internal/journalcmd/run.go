@@ -186,8 +186,13 @@ func doubt(d *state.Dir, t *journal.Transaction, p journal.Phase, c site.Claim, 
 	case claimed && c.Change == site.ChangeDeploy:
 		err = st.Holds(c.Slot, c.Digest)
 	case claimed && c.Change == site.ChangeCreate:
-		if rec, lerr := st.Slot(c.Slot); lerr == nil && rec.State != slot.StateReady {
+		rec, lerr := st.Slot(c.Slot)
+		switch {
+		case lerr == nil && rec.State != slot.StateReady:
 			err = fmt.Errorf("slot %s is %s, not ready", c.Slot, rec.State)
+		case errors.As(lerr, new(*record.NotFoundError)) && !st.Lineage(c.Slot).Exists:
+			// Destroyed since (the history says so): not a lost record.
+			err = &site.WorldError{Msg: fmt.Sprintf("slot %s was destroyed since", c.Slot)}
 		}
 	case claimed && c.Change == site.ChangeDestroy:
 		if _, lerr := st.Slot(c.Slot); lerr == nil {

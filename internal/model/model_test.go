@@ -239,16 +239,9 @@ var knownOpenBugs = []invariant.KnownBug{
 	// repairs of damage, journal status's next command and the commonest
 	// advice name it: checked apart).
 	{"class4-advice-without-state-dir", "I3: a printed command", "relative here"},
-	// The pointer's repair printed is a forced switch to a slot that is
-	// not ready (a destroy killed half way, a create that failed): it
-	// refuses.
-	{"pointer-repair-to-slot-not-ready", "D: the repair a damage report printed fails when run as printed", ", not ready"},
 	// A forced switch away from an empty (damaged) pointer leaves the
 	// registry alias on both registries, and switch status says consistent.
 	{"alias-on-both-after-forced-switch", "I2: the aliases point at", `and "both" (registry)`},
-	// A damaged pointer whose slot's record is damaged too: the repair
-	// printed is "rm active" ("no slot exists"), which loses the pointer.
-	{"pointer-repair-ignores-damaged-record", "D: the repair a damage report printed exits 0 but repairs nothing", "no slot exists"},
 	// The pointer's repair (a forced switch to the candidate) refused by
 	// an open blue-green transaction whose active slot is gone (cannot
 	// start SWITCHED): it needs the transaction closed first. (The forced

@@ -327,6 +327,18 @@ func (r *Slot) Gated() bool {
 	return g != nil && g.Passed && r.Deploying == nil && (r.Package == nil || g.Package == "" || g.Package == r.Package.Digest)
 }
 
+// Slot states recorded in Slot.State.
+const (
+	StateCreating   = "creating"
+	StateReady      = "ready"
+	StateFailed     = "failed"
+	StateDestroying = "destroying"
+)
+
+// Ready reports whether the slot is built and not being torn down: only
+// a ready slot can be switched to.
+func (r *Slot) Ready() bool { return r.State == StateReady }
+
 // The history's notes (journal.Event.Detail) on a slot event that are
 // not a plain create, adopt, repair or destroy.
 const (

@@ -178,6 +178,19 @@ func (s *Site) Protects(name string) (bool, error) {
 	return s.Kept(active) == name, nil
 }
 
+// ProtectsRecord is Protects for the repair of name's damaged record:
+// while the pointer itself is damaged, which slot it names cannot be read,
+// and its own repair is decided from the slots' records (ActiveFix), so
+// every slot counts as protected and its record is rebuilt (a record's
+// repair never touches the cluster); waiting on the pointer would leave
+// neither repairable.
+func (s *Site) ProtectsRecord(name string) (bool, error) {
+	if s.pointerProblem != nil {
+		return true, nil
+	}
+	return s.Protects(name)
+}
+
 // pointerAgrees checks the pointer against a finished switch record. A
 // pointer rewritten from outside (an old backup restored, a hand "fix") to
 // name another existing slot than the one the record, and the aliases

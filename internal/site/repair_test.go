@@ -149,3 +149,58 @@ func TestRepairNamesTheStateDir(t *testing.T) {
 		t.Errorf("absolute state dir: %q names the state dir", got)
 	}
 }
+
+// The pointer's repair never names a slot a switch refuses: a slot that
+// is not ready (a create that failed, a destroy killed half way) is
+// skipped, and with no ready slot the pointer goes (no slot is active).
+// A slot whose record is damaged has its record rebuilt first: removing
+// the pointer then would lose which slot serves.
+func TestActiveRepairSkipsUnreadySlotsAndRepairsRecordsFirst(t *testing.T) {
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(state.EnvStateDir, d.Path)
+	const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
+	save := func(name, st string) {
+		t.Helper()
+		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
+			Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()},
+			Gate:    &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}}
+		if err := slot.Save(d, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("a", slot.StateDestroying)
+	save("b", slot.StateReady)
+	for what, got := range map[string]string{
+		"ActiveRepair(a)": site.Read(d).ActiveRepair("a").String(),
+		"ActiveFix":       site.Read(d).ActiveFix().String(),
+	} {
+		if got != "kubectl bundle-switch to b --force" {
+			t.Errorf("a destroying, b ready and gated: %s = %q, want the switch to b", what, got)
+		}
+	}
+	save("b", slot.StateFailed)
+	rm := "rm " + d.Join("active") + "   # no slot is ready (slot a is destroying, slot b is failed): no slot is active"
+	for what, got := range map[string]string{
+		"ActiveRepair(a)": site.Read(d).ActiveRepair("a").String(),
+		"ActiveFix":       site.Read(d).ActiveFix().String(),
+	} {
+		if got != rm {
+			t.Errorf("no slot ready: %s = %q, want %q", what, got, rm)
+		}
+	}
+	// A damaged record: its repair, not the pointer's removal.
+	if err := os.WriteFile(d.Join("slots", "b.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string]string{
+		"ActiveRepair(a)": site.Read(d).ActiveRepair("a").String(),
+		"ActiveFix":       site.Read(d).ActiveFix().String(),
+	} {
+		if !strings.HasPrefix(got, "kubectl bundle-slot repair b   # ") {
+			t.Errorf("b's record damaged: %s = %q, want slot b's record repaired first", what, got)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -56,8 +57,14 @@ func (s *Site) ServingOrLost() (string, error) {
 // switchTo is the repair that makes slot n active again: a forced switch,
 // or its record's repair first when it cannot be read.
 func (s *Site) switchTo(n string) advice.Fix {
-	if _, err := s.Slot(n); err != nil {
+	r, err := s.Slot(n)
+	switch {
+	case err != nil:
 		return advice.Do(record.RepairOf(s.Dir, n)) // its record first; then the switch
+	case !r.Ready():
+		// A destroy killed half way, a create that failed: a switch to it
+		// refuses, so the pointer goes to a slot that can serve.
+		return s.ActiveRepair(n)
 	}
 	return advice.Do(s.Dir.Plugin("switch", "to", n, "--force"))
 }
@@ -112,7 +119,7 @@ func (s *Site) lostPointer() error {
 	var whenGated, whenPassed time.Time
 	for _, n := range s.names {
 		r, err := s.Slot(n)
-		if err != nil || r.Gate == nil || !r.Gate.Passed {
+		if err != nil || !r.Ready() || r.Gate == nil || !r.Gate.Passed {
 			continue
 		}
 		if r.Gated() && r.Gate.Time.After(whenGated) {
@@ -142,9 +149,29 @@ func (s *Site) GateFirst(n string) advice.Fix {
 // noSlotFix is the repair when no slot has a readable record: a slot the
 // history says exists gets its record rebuilt from what runs (slot repair
 // asks the machine), and only with none is the pointer removed.
+//
+// A slot whose record is damaged is rebuilt first (the pointer's repair
+// is decided again from its record): removing the pointer then would lose
+// which slot serves. Slots that exist but are not ready (a create that
+// failed, a destroy killed half way) cannot be switched to: with no other,
+// no slot is active.
 func (s *Site) noSlotFix() advice.Fix {
+	for _, n := range s.names {
+		if _, err := s.Slot(n); errors.As(err, new(*record.DamagedError)) {
+			return advice.Do(record.RepairOf(s.Dir, n)).Because("slot " + n + "'s record is damaged: rebuilds it first; the pointer's repair is decided from it")
+		}
+	}
 	if gone := s.Recordless(); len(gone) > 0 {
 		return advice.Do(record.RepairOf(s.Dir, gone[0])).Because("slot " + gone[0] + " has no record, but the history says it was created: rebuilds its record from what runs")
+	}
+	var unready []string
+	for _, n := range s.names {
+		if r, err := s.Slot(n); err == nil && !r.Ready() {
+			unready = append(unready, "slot "+n+" is "+r.State)
+		}
+	}
+	if len(unready) > 0 {
+		return advice.Do(state.Remove(s.Dir.Join(record.ActiveFile))).Because("no slot is ready (" + strings.Join(unready, ", ") + "): no slot is active")
 	}
 	return advice.Do(state.Remove(s.Dir.Join(record.ActiveFile))).Because("no slot exists: no slot is active")
 }
@@ -161,7 +188,7 @@ func (s *Site) ActiveFix() advice.Fix {
 	var cmds, all []advice.Cmd
 	held := false
 	for _, n := range s.names {
-		if r, err := s.Slot(n); err == nil {
+		if r, err := s.Slot(n); err == nil && r.Ready() {
 			all = append(all, s.Dir.Plugin("switch", "to", n, "--force"))
 			held = held || r.Package != nil || r.Deploying != nil
 			if r.Gated() {
@@ -245,7 +272,7 @@ func (s *Site) PointerRepair(active string, prefer ...string) advice.Fix {
 
 // ActiveRepair is one command that repairs the pointer, to run as printed
 // where a single command is wanted (switch status's next): a forced switch
-// to a slot with a readable record that passed its gate for what it holds
+// to a ready slot with a readable record that passed its gate for what it holds
 // (a forced switch skips the gate, so it must only ever name such a slot):
 // the first of prefer that is one (callers name the slot the switch
 // record or the pointer says serves first), else the first such slot.
@@ -256,7 +283,7 @@ func (s *Site) PointerRepair(active string, prefer ...string) advice.Fix {
 func (s *Site) ActiveRepair(prefer ...string) advice.Fix {
 	var ok, held, gated []string
 	for _, n := range s.names {
-		if r, err := s.Slot(n); err == nil {
+		if r, err := s.Slot(n); err == nil && r.Ready() {
 			ok = append(ok, n)
 			if r.Package != nil || r.Deploying != nil {
 				held = append(held, n)

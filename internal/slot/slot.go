@@ -17,17 +17,18 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
-// Slot states recorded in Record.State.
+// Slot states recorded in Record.State (record's, named here too).
 const (
-	StateCreating   = "creating"
-	StateReady      = "ready"
-	StateFailed     = "failed"
-	StateDestroying = "destroying"
+	StateCreating   = record.StateCreating
+	StateReady      = record.StateReady
+	StateFailed     = record.StateFailed
+	StateDestroying = record.StateDestroying
 )
 
 // Manager builds, deploys and destroys slots. The cmd layer holds the

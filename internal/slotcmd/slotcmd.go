@@ -504,7 +504,7 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	// rebuilt for any slot the machine runs: what runs is then known again.
 	protected := missing
 	if !missing {
-		if protected, err = site.Read(s.dir).Protects(name); err != nil {
+		if protected, err = site.Read(s.dir).ProtectsRecord(name); err != nil {
 			return err
 		}
 	}
