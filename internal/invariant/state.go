@@ -25,6 +25,7 @@ type Record struct {
 		Package string    `json:"package"`
 		Time    time.Time `json:"time"`
 	} `json:"gate"`
+	State string `json:"state"`
 }
 
 // Txn is the part of transaction.json the checks read.
@@ -312,7 +313,7 @@ func (f *Files) StillDamaged(target string) bool {
 // history records a switch and a slot's record says it passed its gate.
 func (f *Files) LostPointer() bool {
 	if sw, exists, ok := f.readSwitch(); exists && ok && sw.Target != "" && !(sw.Phase == "SWITCHING" && sw.Previous == "") {
-		if f.exists(f.State("slots", sw.Target+".json")) || f.CreatedPerHistory(sw.Target) {
+		if f.couldServe(sw.Target) {
 			return true
 		}
 	}
@@ -324,11 +325,24 @@ func (f *Files) LostPointer() bool {
 		return false // the first install between its gate and its switch
 	}
 	for _, sl := range Slots {
-		if rec, ok := f.Record(sl); ok && rec.Gate != nil && rec.Gate.Passed {
+		if rec, ok := f.Record(sl); ok && rec.State == "ready" && rec.Gate != nil && rec.Gate.Passed {
 			return true
 		}
 	}
 	return false
+}
+
+// couldServe reports whether slot sl exists and may serve: its record is
+// there and ready, or there but unreadable, or gone from outside while the
+// history says it was created. A slot whose create failed or whose
+// destroy was killed half way serves nothing: a pointer to it that goes
+// is not lost.
+func (f *Files) couldServe(sl string) bool {
+	if !f.exists(f.State("slots", sl+".json")) {
+		return f.CreatedPerHistory(sl)
+	}
+	rec, ok := f.Record(sl)
+	return !ok || rec.State == "ready"
 }
 
 // Slots are the site's two slots.

@@ -30,7 +30,13 @@ func plugin(p, name string, args ...string) advice.Cmd {
 // repairOf is RepairCommand for the state dir that holds the journal
 // file p (journal/NAME), as a value that runs there from anywhere.
 func repairOf(p string) advice.Cmd {
-	return advice.Plugin("journal", "repair").WithEnv(state.CommandEnvOf(filepath.Dir(filepath.Dir(p))))
+	return pluginOf(p, "journal", "repair")
+}
+
+// pluginOf is a plugin command acting on the state dir of p, a file of
+// the journal dir (naming the state dir where it is relative).
+func pluginOf(p, name string, args ...string) advice.Cmd {
+	return advice.Plugin(name, args...).WithEnv(state.CommandEnvOf(filepath.Dir(filepath.Dir(p))))
 }
 
 // eventRepair is the history event that acknowledges lines lost from it.

@@ -151,7 +151,8 @@ func (e *LostError) Error() string {
 	if !e.Cut {
 		msg += "; the history does not reach back to its begin"
 	}
-	return msg + ": check the slots (kubectl bundle-slot list; kubectl bundle-switch status), then close it in the history: kubectl bundle-journal abort --force"
+	return msg + fmt.Sprintf(": check the slots (%s; %s), then close it in the history: %s",
+		pluginOf(e.Path, "slot", "list"), pluginOf(e.Path, "switch", "status"), pluginOf(e.Path, "journal", "abort", "--force"))
 }
 
 // ErrorKind: a lost transaction is state that does not allow the step.

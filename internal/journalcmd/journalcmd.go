@@ -757,14 +757,14 @@ func claimedByHand(streams kcli.IOStreams, s *session, t *journal.Transaction, p
 		if site.Read(s.dir).Proven(t, c) == nil {
 			return nil
 		}
-		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(), c.Change, c.Slot)
+		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(s.dir), c.Change, c.Slot)
 	} else if site.SwitchOwned(t.Strategy, p) {
-		why = fmt.Sprintf("%s is recorded only by kubectl bundle-switch itself: %s records it", p, site.SwitchCommand(t, p))
+		why = fmt.Sprintf("%s is recorded only by kubectl bundle-switch itself: %s records it", p, site.SwitchCommand(s.dir, t, p))
 	} else {
 		return nil
 	}
 	if !force {
-		return &site.ClaimError{Msg: why + "; nothing was recorded; re-run the strategy script (kubectl bundle-journal status names it), or pass --force if the change was made by hand (said and recorded in the history)"}
+		return &site.ClaimError{Msg: why + "; nothing was recorded; re-run the strategy script (" + s.dir.Plugin("journal", "status").String() + " names it), or pass --force if the change was made by hand (said and recorded in the history)"}
 	}
 	fmt.Fprintf(streams.ErrOut, "WARNING: --force: recording %s done by hand: %s\n", p, why)
 	return s.j.Record(journal.Event{Type: "force", Detail: fmt.Sprintf("%s recorded done by hand (--force): %s", p, why), Status: journal.StatusDone})

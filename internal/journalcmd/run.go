@@ -64,7 +64,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	// As a line that runs as printed: the argv quoted for sh.
 	command := advice.Program(args[1], args[2:]...).String()
 	if site.SwitchOwned(t.Strategy, p) {
-		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by kubectl bundle-switch itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(t, p))}
+		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by kubectl bundle-switch itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(s.dir, t, p))}
 	}
 	claim, claimed := site.StepClaim(t, p)
 	reopen := ""
@@ -243,8 +243,8 @@ func confirmCommit(d *state.Dir, t *journal.Transaction, p journal.Phase) error 
 		err = st.FreshGate(t.Slots.Active, t.Target, since, time.Now(), site.GateFresh)
 	}
 	if err != nil {
-		return &site.WorldError{Msg: fmt.Sprintf("refusing to commit transaction %s: %v; nothing was recorded; gate it again (kubectl bundle-gate --slot %s --record) or re-run the script, which gates it again before it commits: %s",
-			t.ID, err, t.Slots.Active, journal.ScriptPath(t.Strategy))}
+		return &site.WorldError{Msg: fmt.Sprintf("refusing to commit transaction %s: %v; nothing was recorded; gate it again (%s) or re-run the script, which gates it again before it commits: %s",
+			t.ID, err, d.Plugin("gate", "--slot", t.Slots.Active, "--record"), advice.Program(journal.ScriptPath(t.Strategy)).WithEnv(d.CommandEnv()))}
 	}
 	return nil
 }

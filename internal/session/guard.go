@@ -194,10 +194,10 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 		// Only the history keeps the soak (switch.json is gone): accept
 		// and back refuse without a record, so the repair writes it again
 		// first, keeping this slot as the revert target.
-		return fmt.Sprintf("the switch record is gone, but the history says slot %s was switched to from slot %s and not accepted: write the record again with kubectl bundle-switch to %s --force (it keeps slot %s as the revert target), then accept (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)",
-			p.Active, name, p.Active, name)
+		return fmt.Sprintf("the switch record is gone, but the history says slot %s was switched to from slot %s and not accepted: write the record again with %s (it keeps slot %s as the revert target), then accept (%s) or revert (%s)",
+			p.Active, name, s.Dir.Plugin("switch", "to", p.Active, "--force"), name, s.Dir.Plugin("switch", "accept"), s.Dir.Plugin("switch", "back"))
 	case name == p.Soaking:
-		return "end the soak first: accept it (kubectl bundle-switch accept) or revert (kubectl bundle-switch back)"
+		return fmt.Sprintf("end the soak first: accept it (%s) or revert (%s)", s.Dir.Plugin("switch", "accept"), s.Dir.Plugin("switch", "back"))
 	case len(p.Owners[name]) > 0:
 		advice := "destroying it deletes those workload clusters; move them first (an S2 update rebuilds them in the slot it builds)"
 		if _, err := slot.Load(s.Dir, name); err != nil {
@@ -294,7 +294,7 @@ func (s *Session) GuardBegin(st journal.Strategy, active, candidate string) erro
 		}
 		if why := p.Why(candidate); why != "" {
 			if len(p.Owners[candidate]) > 0 && candidate != p.Active && candidate != p.Soaking {
-				return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s. %s", candidate, why, switchover.ReturnToOwner(candidate))
+				return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s. %s", candidate, why, switchover.ReturnToOwner(s.Dir, candidate))
 			}
 			return errkind.New(errkind.Conflict, "--candidate %s cannot be built: %s", candidate, why)
 		}

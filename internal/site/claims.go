@@ -5,9 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // A recorded step is a claim, not a fact (issue 32, class 3): a step that
@@ -40,15 +42,16 @@ type Claim struct {
 	Digest string
 }
 
-// Command is the plugin call that makes the claim true, as a line.
-func (c Claim) Command() string {
+// Command is the plugin call that makes the claim true, acting on the
+// state dir d.
+func (c Claim) Command(d *state.Dir) advice.Cmd {
 	switch c.Change {
 	case ChangeDeploy:
-		return fmt.Sprintf("kubectl bundle-slot deploy %s %s", c.Slot, c.Digest)
+		return d.Plugin("slot", "deploy", c.Slot, c.Digest)
 	case ChangeCreate:
-		return "kubectl bundle-slot create " + c.Slot
+		return d.Plugin("slot", "create", c.Slot)
 	}
-	return "kubectl bundle-slot destroy " + c.Slot
+	return d.Plugin("slot", "destroy", c.Slot)
 }
 
 // StepClaim is the claim of step p of t: which plugin records it done and
@@ -106,14 +109,18 @@ func SwitchOwned(st journal.Strategy, p journal.Phase) bool {
 }
 
 // SwitchCommand is the command that records the switch-owned phase p.
-func SwitchCommand(t *journal.Transaction, p journal.Phase) string {
+// Its commands name the state dir d where it is relative.
+func SwitchCommand(d *state.Dir, t *journal.Transaction, p journal.Phase) string {
+	script := func(op string) advice.Cmd {
+		return advice.Program(journal.ScriptPath(journal.BlueGreen), op).WithEnv(d.CommandEnv())
+	}
 	switch p {
 	case journal.SwitchedBack:
-		return fmt.Sprintf("%s revert (kubectl bundle-switch back)", journal.ScriptPath(journal.BlueGreen))
+		return fmt.Sprintf("%s (%s)", script("revert"), d.Plugin("switch", "back"))
 	case journal.Accepted:
-		return fmt.Sprintf("%s accept (kubectl bundle-switch accept)", journal.ScriptPath(journal.BlueGreen))
+		return fmt.Sprintf("%s (%s)", script("accept"), d.Plugin("switch", "accept"))
 	}
-	return fmt.Sprintf("kubectl bundle-switch to %s", t.Slots.Candidate)
+	return d.Plugin("switch", "to", t.Slots.Candidate).String()
 }
 
 // ClaimError is a step a command other than its plugin would record done.
@@ -158,7 +165,7 @@ func (s *Site) Proven(t *journal.Transaction, c Claim) error {
 		}
 	}
 	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only once the plugin that does it did it (%s), and the history shows no %s of slot %s since the step started",
-		c.Phase, t.ID, c.Command(), c.Change, c.Slot)}
+		c.Phase, t.ID, c.Command(s.Dir), c.Change, c.Slot)}
 }
 
 // WorldError is a recorded step the slot does not bear out.

@@ -184,8 +184,18 @@ func (s *Site) Protects(name string) (bool, error) {
 // every slot counts as protected and its record is rebuilt (a record's
 // repair never touches the cluster); waiting on the pointer would leave
 // neither repairable.
+//
+// The same holds while the pointer names a slot that has no record: its
+// repair (ActiveFix) may be this record's.
 func (s *Site) ProtectsRecord(name string) (bool, error) {
-	if s.pointerProblem != nil {
+	active, err := s.ServingOrLost()
+	if err != nil {
+		if errors.As(err, new(*state.DamageError)) {
+			return true, nil
+		}
+		return false, err
+	}
+	if _, err := s.Slot(active); active != "" && errors.As(err, new(*record.NotFoundError)) {
 		return true, nil
 	}
 	return s.Protects(name)

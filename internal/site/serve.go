@@ -54,6 +54,18 @@ func (s *Site) ServingOrLost() (string, error) {
 	return active, err
 }
 
+// couldServe reports whether slot n exists and is not known to be
+// unable to serve: its record is missing (the history says it exists) or
+// damaged, or it is ready. A slot whose create failed or whose destroy was
+// killed half way serves nothing: a missing pointer to it lost nothing.
+func (s *Site) couldServe(n string) bool {
+	if !s.Exists(n) {
+		return false
+	}
+	r, err := s.Slot(n)
+	return err != nil || r.Ready()
+}
+
 // switchTo is the repair that makes slot n active again: a forced switch,
 // or its record's repair first when it cannot be read.
 func (s *Site) switchTo(n string) advice.Fix {
@@ -79,7 +91,7 @@ func (s *Site) lostPointer() error {
 		return &LostPointerError{Slot: name, DamageError: &state.DamageError{Path: s.Dir.Join(record.ActiveFile),
 			Problem: "it is missing, but " + why, Fix: fix}}
 	}
-	if sw := s.sw; s.swProblem == nil && sw != nil && s.Exists(sw.Target) &&
+	if sw := s.sw; s.swProblem == nil && sw != nil && s.couldServe(sw.Target) &&
 		// The first switch ever, interrupted before it wrote the pointer:
 		// no pointer was there to lose (switch status names the resume).
 		!(sw.Phase == record.PhaseSwitching && sw.Previous == "") {
@@ -94,7 +106,7 @@ func (s *Site) lostPointer() error {
 		case t.Phase == journal.Switched && t.Status == "done", t.Phase == journal.Soaking, t.Phase == journal.Accepted, t.Phase == journal.Retired:
 			serving = t.Slots.Candidate
 		}
-		if record.ValidName(serving) == nil && s.Exists(serving) {
+		if record.ValidName(serving) == nil && s.couldServe(serving) {
 			return lost(serving, "the open blue-green transaction "+t.ID+" says slot "+serving+" serves", s.switchTo(serving))
 		}
 	}

@@ -133,10 +133,14 @@ func (e *ConflictError) ErrorKind() errkind.Kind { return errkind.Conflict }
 
 // SettingsError is a ready slot asked to be created with other settings:
 // create never rebuilds a ready slot.
-type SettingsError struct{ Slot, Provider, Context string }
+type SettingsError struct {
+	Slot, Provider, Context string
+	// Destroy is the command that clears the slot first.
+	Destroy advice.Cmd
+}
 
 func (e *SettingsError) Error() string {
-	return fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (kubectl bundle-slot destroy %s)", e.Slot, e.Provider, e.Context, e.Slot)
+	return fmt.Sprintf("slot %s exists with other settings (provider %s, context %s): destroy it first (%s)", e.Slot, e.Provider, e.Context, e.Destroy)
 }
 
 // ErrorKind: a conflict.
@@ -172,7 +176,7 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 			}
 			return old, ErrAlreadyCreated
 		case old.State == StateReady:
-			return nil, &SettingsError{Slot: slotName, Provider: old.Provider, Context: old.Context}
+			return nil, &SettingsError{Slot: slotName, Provider: old.Provider, Context: old.Context, Destroy: m.Dir.Plugin("slot", "destroy", slotName)}
 		default:
 			m.logf("slot %s: recorded as %s, not finished: destroying it to rebuild from a clean state", slotName, old.State)
 			if err := m.Destroy(ctx, slotName); err != nil {
@@ -325,7 +329,7 @@ func (m *Manager) resolve(slotName, pkg string, insecure bool) (*deployable, err
 			src = r.Report.Path
 		}
 		return nil, errkind.New(errkind.Negative, "package %s was staged with --insecure-skip-signature: its integrity was checked, but no signature, so nobody vouches for it. "+
-			"Deploy it anyway with kubectl bundle-slot deploy %s %s --insecure, or stage it signed: kubectl bundle-verify --stage %s --key KEY", pkg, slotName, pkg, src)
+			"Deploy it anyway with %s, or stage it signed: %s --key KEY", pkg, m.Dir.Plugin("slot", "deploy", slotName, pkg, "--insecure"), m.Dir.Plugin("verify", "--stage", src))
 	case r.IsUnsigned():
 		m.logf("warning: deploying %s, whose signature was not checked (--insecure)", p.Path)
 	case !r.Report.Verified:
@@ -360,7 +364,7 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 		return nil, err
 	}
 	if rec.State != StateReady {
-		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: kubectl bundle-slot create %s finishes it", slotName, rec.State, slotName)}
+		return nil, &ConflictError{fmt.Sprintf("slot %s is %s, not ready: %s finishes it", slotName, rec.State, m.Dir.Plugin("slot", "create", slotName))}
 	}
 	st, err := m.resolve(slotName, pkg, o.Insecure)
 	if err != nil {

@@ -102,7 +102,7 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 	sw := &switchover.Switcher{Dir: s.dir, Run: runner.From(ctx), Journal: s.Journal, AliasContext: cfg.AliasContext,
 		RegistryAlias: cfg.RegistryAlias, Network: cfg.Network, Kubeconfig: s.m.Kubeconfig, Now: time.Now, Log: s.m.Log}
 	if err := sw.Register(name); err != nil {
-		return fmt.Errorf("slot %s is recorded, but making it active failed: %w (kubectl bundle-switch to %s --force finishes it)", name, err, name)
+		return fmt.Errorf("slot %s is recorded, but making it active failed: %w (%s finishes it)", name, err, s.dir.Plugin("switch", "to", name, "--force"))
 	}
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(s.streams.Out, res)

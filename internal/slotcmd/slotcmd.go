@@ -509,7 +509,7 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 		}
 	}
 	if !protected {
-		return errkind.New(errkind.Conflict, "slot %s is not protected (neither the active slot nor the revert target of a soak), so its damaged record is not rebuilt: clear it and what its slot left with kubectl bundle-slot destroy %s --force", name, name)
+		return errkind.New(errkind.Conflict, "slot %s is not protected (neither the active slot nor the revert target of a soak), so its damaged record is not rebuilt: clear it and what its slot left with %s", name, s.dir.Plugin("slot", "destroy", name, "--force"))
 	}
 	rep, err := s.m.RepairRecord(ctx, name)
 	if err != nil {
@@ -564,13 +564,13 @@ func (s *session) settingsAdvice(se *slot.SettingsError) error {
 	}
 	var how string
 	if se.Slot == p.Soaking {
-		how = "end the soak first (kubectl bundle-switch accept retires it; kubectl bundle-switch back makes it active again), then change its settings as for any slot"
+		how = fmt.Sprintf("end the soak first (%s retires it; %s makes it active again), then change its settings as for any slot", s.dir.Plugin("switch", "accept"), s.dir.Plugin("switch", "back"))
 	} else {
 		how = fmt.Sprintf("to serve with the new settings, build them in another slot and switch to it (blue-green: %s apply PACKAGE --key KEY, with the new settings in %s or the KUBECTL_BUNDLE_* variables; it builds slot %s), "+
 			"or rebuild this slot with them through a recreate update (%s PACKAGE --key KEY tears it down and rebuilds it, with the package deployed now as the fallback)",
 			journal.ScriptPath(journal.BlueGreen), s.dir.Join("config.yaml"), other, journal.ScriptPath(journal.Recreate))
 	}
 	return errkind.New(errkind.Conflict, "slot %s exists with other settings (provider %s, context %s) and is protected: %s, so it is not destroyed to be rebuilt; %s; "+
-		"or, losing what it serves, destroy it anyway: kubectl bundle-slot destroy %s --force (WARNING: said and recorded in the history)",
-		se.Slot, se.Provider, se.Context, why, how, se.Slot)
+		"or, losing what it serves, destroy it anyway: %s (WARNING: said and recorded in the history)",
+		se.Slot, se.Provider, se.Context, why, how, s.dir.Plugin("slot", "destroy", se.Slot, "--force"))
 }

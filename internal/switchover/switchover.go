@@ -267,6 +267,17 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 			active = ""
 		}
 	}
+	if active != "" && active != target {
+		// The slot this switch leaves becomes the revert target: a damaged
+		// record of it is repaired first, --force or not (the revert, and
+		// the slot's protection, need it).
+		if _, err := slot.Load(s.Dir, active); err != nil {
+			if dmg := (*slot.DamagedError)(nil); errors.As(err, &dmg) {
+				dmg.Protected = true
+				return nil, err
+			}
+		}
+	}
 	// Resuming an interrupted switch, or completing the moves to the slot
 	// that is already active: the gate was checked when it began.
 	resuming := sw != nil && sw.Target == target && (sw.Phase == record.PhaseSwitching || active == target)
@@ -457,13 +468,16 @@ func goneTarget(d *state.Dir, target, previous string) string {
 type BackGateError struct {
 	Previous, Active string
 	Err              error
+	// Dir is the state dir the printed commands act on.
+	Dir *state.Dir
 }
 
 func (e *BackGateError) Error() string {
 	return fmt.Sprintf("slot %s, the previous slot, fails its gate (%v): nothing was switched, slot %s stays active and is kept. "+
-		"See what fails: kubectl bundle-gate --slot %s; once it passes, run kubectl bundle-switch back again; "+
-		"to switch back anyway: kubectl bundle-switch back --force; or keep slot %s: kubectl bundle-switch accept",
-		e.Previous, e.Err, e.Active, e.Previous, e.Active)
+		"See what fails: %s; once it passes, run %s again; "+
+		"to switch back anyway: %s; or keep slot %s: %s",
+		e.Previous, e.Err, e.Active, e.Dir.Plugin("gate", "--slot", e.Previous), e.Dir.Plugin("switch", "back"),
+		e.Dir.Plugin("switch", "back", "--force"), e.Active, e.Dir.Plugin("switch", "accept"))
 }
 
 func (e *BackGateError) Unwrap() error { return e.Err }
@@ -475,9 +489,9 @@ func (e *BackGateError) ErrorKind() errkind.Kind { return errkind.Environment }
 // update kept for the workload clusters it runs: it still holds the
 // previous package, so returning is a new switch to it, not a build (a
 // build there would delete those clusters).
-func ReturnToOwner(owner string) string {
-	return fmt.Sprintf("To return to the previous package, which slot %s still holds and serves its workload clusters with, gate it and switch to it: kubectl bundle-gate --slot %s --record, then kubectl bundle-switch to %s",
-		owner, owner, owner)
+func ReturnToOwner(d *state.Dir, owner string) string {
+	return fmt.Sprintf("To return to the previous package, which slot %s still holds and serves its workload clusters with, gate it and switch to it: %s, then %s",
+		owner, d.Plugin("gate", "--slot", owner, "--record"), d.Plugin("switch", "to", owner))
 }
 
 // Back returns to the previous slot during the soak. Unless force, the
@@ -512,14 +526,14 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		prev, err := slot.Load(s.Dir, sw.Previous)
 		if err == nil && sw.Mode == journal.SwitchRepoint {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted in mode repoint (S1): slot %s is no longer a revert target; it keeps running the workload clusters it owns (%s), and slot %s stays active. %s",
-				sw.Target, sw.Previous, orNone(strings.Join(prev.OwnsWorkloads, ", ")), sw.Target, ReturnToOwner(sw.Previous))}
+				sw.Target, sw.Previous, orNone(strings.Join(prev.OwnsWorkloads, ", ")), sw.Target, ReturnToOwner(s.Dir, sw.Previous))}
 		}
 		if errors.As(err, new(*slot.NotFoundError)) {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
 				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (kubectl bundle-journal log shows the previous transaction's fallback digest)",
 				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target)}
 		}
-		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (kubectl bundle-switch to %s, with a fresh gate)", sw.Target, sw.Previous, sw.Previous)}
+		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (%s, with a fresh gate)", sw.Target, sw.Previous, s.Dir.Plugin("switch", "to", sw.Previous))}
 	}
 	t, err := s.transaction()
 	if err != nil {
@@ -546,11 +560,11 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 			s.logf("switching back to slot %s WITHOUT gating it (--force): it may be broken", to)
 			s.event("back --force (ungated)", to, from)
 		case s.GateBack == nil:
-			return nil, &BackGateError{Previous: to, Active: from, Err: errors.New("no gate can be run here")}
+			return nil, &BackGateError{Previous: to, Active: from, Err: errors.New("no gate can be run here"), Dir: s.Dir}
 		default:
 			if err := s.GateBack(ctx, to); err != nil {
 				if errkind.Of(err) == errkind.Negative {
-					return nil, &BackGateError{Previous: to, Active: from, Err: err}
+					return nil, &BackGateError{Previous: to, Active: from, Err: err, Dir: s.Dir}
 				}
 				return nil, fmt.Errorf("gating slot %s before switching back to it: %w", to, err)
 			}

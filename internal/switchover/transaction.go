@@ -52,9 +52,9 @@ func (s *Switcher) checkTransaction(t *journal.Transaction, target string, force
 		case err != nil:
 			return err
 		case h != nil:
-			return &ConflictError{fmt.Sprintf("transaction %s is in step %s, which pid %d runs now: switching now would race it; let it finish, or see kubectl bundle-journal status", t.ID, t.Phase, h.PID)}
+			return &ConflictError{fmt.Sprintf("transaction %s is in step %s, which pid %d runs now: switching now would race it; let it finish, or see %s", t.ID, t.Phase, h.PID, s.Dir.Plugin("journal", "status"))}
 		case !force:
-			return &ConflictError{fmt.Sprintf("transaction %s was interrupted in step %s (no process runs it): finish it first with the command kubectl bundle-journal status prints, or pass --force", t.ID, t.Phase)}
+			return &ConflictError{fmt.Sprintf("transaction %s was interrupted in step %s (no process runs it): finish it first with the command %s prints, or pass --force", t.ID, t.Phase, s.Dir.Plugin("journal", "status"))}
 		}
 	}
 	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
