@@ -13,6 +13,21 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
+// pkg is the digest the slots of these tests hold.
+const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
+
+// openFound opens a new state dir that the commands find by themselves
+// (TestRepairNamesTheStateDir): the repairs name no state dir.
+func openFound(t *testing.T) *state.Dir {
+	t.Helper()
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(state.EnvStateDir, d.Path)
+	return d
+}
+
 // The alias repairs switch status prints (a pointer, or an unfinished
 // switch, naming a slot with no record) force a switch, which skips the
 // gate: they name the preferred slot (the one the pointer or the switch
@@ -20,13 +35,7 @@ import (
 // else another that did, and with none gated they gate one first; never
 // a forced switch to a slot that never passed its gate.
 func TestActiveRepairNamesOnlyAGatedSlot(t *testing.T) {
-	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The commands find this state dir by themselves (TestRepairNamesTheStateDir).
-	t.Setenv(state.EnvStateDir, d.Path)
-	const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
+	d := openFound(t)
 	empty := func(name string) {
 		t.Helper()
 		if err := slot.Save(d, &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: slot.StateReady}); err != nil {
@@ -156,12 +165,7 @@ func TestRepairNamesTheStateDir(t *testing.T) {
 // A slot whose record is damaged has its record rebuilt first: removing
 // the pointer then would lose which slot serves.
 func TestActiveRepairSkipsUnreadySlotsAndRepairsRecordsFirst(t *testing.T) {
-	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(state.EnvStateDir, d.Path)
-	const pkg = "1111111111111111111111111111111111111111111111111111111111111111"
+	d := openFound(t)
 	save := func(name, st string) {
 		t.Helper()
 		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
