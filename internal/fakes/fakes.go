@@ -80,7 +80,10 @@ const StatusCreated = "created"
 
 // Deploy is one zarf package deploy.
 type Deploy struct {
-	Context   string   `json:"context"`
+	Context string `json:"context"`
+	// Server is the API server the context names: the cluster the deploy
+	// reached, whatever the context is called.
+	Server    string   `json:"server,omitempty"`
 	Package   string   `json:"package"`
 	Variables []string `json:"variables,omitempty"`
 	// Partial: the deploy was killed half way (FAKE_KILL zarf-deploy):

@@ -73,13 +73,17 @@ func parseZarf(argv []string) (string, map[string][]string, []string, error) {
 }
 
 // zarf is the fake zarf program: it records init and deploy against the
-// current context of $KUBECONFIG (the slot's own kubeconfig), and returns
-// its exit status.
+// current context of $KUBECONFIG (the slot's own kubeconfig), a deploy
+// with the server that context names (the cluster it really reaches), and
+// returns its exit status.
 func zarf(e env, argv []string, stdout, stderr io.Writer) int {
-	ctxName := "(none)"
+	ctxName, server := "(none)", ""
 	if kc := e("KUBECONFIG"); kc != "" {
 		if cfg, err := clientcmd.LoadFromFile(kc); err == nil {
 			ctxName = cfg.CurrentContext
+			if c := cfg.Contexts[ctxName]; c != nil && cfg.Clusters[c.Cluster] != nil {
+				server = cfg.Clusters[c.Cluster].Server
+			}
 		}
 	}
 	e.call(fmt.Sprintf("zarf %s [context %s]", strings.Join(argv, " "), ctxName))
@@ -129,7 +133,7 @@ func zarf(e env, argv []string, stdout, stderr io.Writer) int {
 		if e.fails("zarf-deploy") {
 			return fail("ERROR: failed to deploy package: timed out waiting for Deployment podinfo/podinfo to become available (FAKE_FAIL)")
 		}
-		d := Deploy{Context: ctxName, Package: filepath.Base(args[0]), Variables: flags["--set-variables"]}
+		d := Deploy{Context: ctxName, Server: server, Package: filepath.Base(args[0]), Variables: flags["--set-variables"]}
 		if e.kills("zarf-deploy") {
 			d.Partial = true
 			_ = withState(e.dir(), func(s *State) error { s.Deploys = append(s.Deploys, d); return nil })

@@ -616,6 +616,11 @@ func (r *Run) aliasesOff() (active, kube, reg string, off bool) {
 		return "", "", "", false
 	}
 	kube, reg = r.Aliases()
+	if rec, ok := r.Record(active); ok && rec.Provider == "existing" && reg == "" {
+		// An existing-provider slot runs no registry of its own: no
+		// registry alias follows it.
+		reg = active
+	}
 	return active, kube, reg, kube != active || reg != active
 }
 
@@ -720,7 +725,9 @@ func (r *Run) checkClaim(argv []string, res Result) *Violation {
 	case site.ChangeCreate:
 		ok = got != ""
 	case site.ChangeDestroy:
-		ok = got == ""
+		// The existing provider leaves the operator's cluster as it is:
+		// only the record goes, which the machine does not show.
+		ok = got == "" || g.OperatorCluster(c.Slot)
 	case site.ChangeDeploy:
 		ok = got != "" && got == r.packageNamed(c.Digest)
 	}

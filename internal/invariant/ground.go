@@ -34,16 +34,51 @@ func (f *Files) Ground() (*Ground, error) {
 	return g, nil
 }
 
+// FakeServer is the API server of a fake cluster in the model: nothing
+// listens there; the path names the cluster (FakeServer + "airgap-mgmt-a").
+const FakeServer = "https://127.0.0.1:1/"
+
+// The labels of a fake cluster the existing provider uses (the model's
+// second site): the operator's cluster, which no slot builds or removes,
+// and the UID of its kube-system namespace (its identity).
+const (
+	LabelOperatorCluster = "kubectl-bundle.test/operator-cluster"
+	LabelKubeSystemUID   = "kubectl-bundle.test/kube-system-uid"
+)
+
+// SlotCluster is the cluster of slot sl on the machine.
+func SlotCluster(sl string) string { return "airgap-mgmt-" + sl }
+
+// ServerCluster is the fake cluster a server names ("" when it is not a
+// fake cluster's: a real API server).
+func ServerCluster(server string) string {
+	name, _ := strings.CutPrefix(server, FakeServer)
+	if name == server {
+		return ""
+	}
+	return name
+}
+
+// deployCluster is the cluster deploy d reached: the one its server
+// names, when that is a fake cluster's, else the one its kind context
+// names.
+func deployCluster(d fakes.Deploy) string {
+	if c := ServerCluster(d.Server); c != "" {
+		return c
+	}
+	return strings.TrimPrefix(d.Context, "kind-")
+}
+
 // SlotPackage is what the machine says slot sl holds: "" when its cluster
-// does not exist, else the package last deployed into its context
+// does not exist, else the package last deployed into that cluster
 // ("partial:" when that deploy was cut off, "none" when nothing was).
 func (g *Ground) SlotPackage(sl string) string {
-	if _, ok := g.Containers["airgap-mgmt-"+sl+"-control-plane"]; !ok {
+	if _, ok := g.Containers[SlotCluster(sl)+"-control-plane"]; !ok {
 		return ""
 	}
 	p := "none"
 	for _, d := range g.Deploys {
-		if d.Context == "kind-airgap-mgmt-"+sl {
+		if deployCluster(d) == SlotCluster(sl) {
 			p = d.Package
 			if d.Partial {
 				p = "partial:" + d.Package
@@ -51,6 +86,14 @@ func (g *Ground) SlotPackage(sl string) string {
 		}
 	}
 	return p
+}
+
+// OperatorCluster reports whether slot sl's cluster is the operator's
+// (the existing provider): a slot's create and destroy neither build nor
+// remove it, so only what is deployed there shows on the machine.
+func (g *Ground) OperatorCluster(sl string) bool {
+	c, ok := g.Containers[SlotCluster(sl)+"-control-plane"]
+	return ok && c != nil && c.Labels[LabelOperatorCluster] != ""
 }
 
 // Aliases is where the kubeconfig alias context and the registry alias
@@ -85,9 +128,17 @@ func (f *Files) Aliases() (kube, registry string) {
 }
 
 // aliasCluster is the cluster the kubeconfig's alias context
-// (kind-airgap-mgmt) names, as the slot it follows ("" when none).
+// (kind-airgap-mgmt) reaches, as the slot it follows ("" when none): the
+// fake cluster its cluster entry's server names, else the kind cluster
+// the entry is named after.
 func aliasCluster(kubeconfig []byte) string {
 	var kc struct {
+		Clusters []struct {
+			Name    string `json:"name"`
+			Cluster struct {
+				Server string `json:"server"`
+			} `json:"cluster"`
+		} `json:"clusters"`
 		Contexts []struct {
 			Name    string `json:"name"`
 			Context struct {
@@ -99,9 +150,17 @@ func aliasCluster(kubeconfig []byte) string {
 		return ""
 	}
 	for _, c := range kc.Contexts {
-		if c.Name == "kind-airgap-mgmt" {
-			return strings.TrimPrefix(c.Context.Cluster, "kind-airgap-mgmt-")
+		if c.Name != "kind-airgap-mgmt" {
+			continue
 		}
+		for _, e := range kc.Clusters {
+			if e.Name == c.Context.Cluster {
+				if name := ServerCluster(e.Cluster.Server); name != "" {
+					return strings.TrimPrefix(name, "airgap-mgmt-")
+				}
+			}
+		}
+		return strings.TrimPrefix(c.Context.Cluster, "kind-airgap-mgmt-")
 	}
 	return ""
 }

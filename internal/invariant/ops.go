@@ -19,7 +19,7 @@ import (
 //	stage PKG KIND        damage the staged copy of $V1 or $V2: truncate, remove
 //	lose records          transaction.json and switch.json removed (a partial restore)
 //
-// and what a harness adds (the model's "cwd"). PROGRAM is a
+// and what a harness adds (the model's "cwd" and "config"). PROGRAM is a
 // kubectl-bundle-* plugin; $V1, $V2 (packages), $GATE, $GATEFAIL (gates),
 // $KEY and $NOKUBE (a kubeconfig that does not exist) stand for the
 // site's files (Placeholders). The modifiers: fakekill=STEP kills the
@@ -181,6 +181,10 @@ type WeightedOp struct {
 	W int
 	F func() string
 }
+
+// Then queues ops to follow the operation being drawn (Weighted returns
+// them first).
+func (g *Gen) Then(ops ...string) { g.queue = append(g.queue, ops...) }
 
 // Weighted draws one of w in proportion to its weight.
 func (g *Gen) Weighted(w []WeightedOp) string {
@@ -385,7 +389,7 @@ func IsCommand(line string) bool {
 		return false
 	}
 	switch f[len(Modifiers(f))] {
-	case "next", "repair", "health", "damage", "stage", "lose", "cwd":
+	case "next", "repair", "health", "damage", "stage", "lose", "cwd", "config":
 		return false
 	}
 	return true

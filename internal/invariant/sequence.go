@@ -14,6 +14,10 @@ import (
 type Sequence struct {
 	Seed uint64 // the checks' own random choices
 	Soak string // the soak window
+	// Site is the prepared site the sequence starts from: "" the
+	// harness's default; the model's "existing" (slots of the existing
+	// provider).
+	Site string
 	Ops  []string
 }
 
@@ -62,9 +66,18 @@ func WriteRegression(dir, test string, seq Sequence, v *Violation, seed uint64) 
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txtar", strings.ToLower(v.Inv), seq.Seed%1000000))
 	a := &txtar.Archive{
 		Comment: []byte(fmt.Sprintf("%s, found by %s (seed %d), shrunk:\n%s\n", v.Inv, test, seed, FirstLine(v.What))),
-		Files:   []txtar.File{{Name: "ops", Data: []byte(fmt.Sprintf("seed %d\nsoak %s\n%s\n", seq.Seed, seq.Soak, strings.Join(seq.Ops, "\n")))}},
+		Files:   []txtar.File{{Name: "ops", Data: []byte(fmt.Sprintf("seed %d\nsoak %s\n%s%s\n", seq.Seed, seq.Soak, siteLine(seq.Site), strings.Join(seq.Ops, "\n")))}},
 	}
 	return path, os.WriteFile(path, txtar.Format(a), 0o644)
+}
+
+// siteLine is the line of a kept regression that names its site ("" for
+// the default site).
+func siteLine(site string) string {
+	if site == "" {
+		return ""
+	}
+	return "site " + site + "\n"
 }
 
 // ReadSequence reads a kept regression.
@@ -86,6 +99,8 @@ func ReadSequence(path string) (Sequence, error) {
 				_, err = fmt.Sscan(strings.TrimPrefix(line, "seed "), &s.Seed)
 			case strings.HasPrefix(line, "soak "):
 				s.Soak = strings.TrimPrefix(line, "soak ")
+			case strings.HasPrefix(line, "site "):
+				s.Site = strings.TrimPrefix(line, "site ")
 			default:
 				s.Ops = append(s.Ops, line)
 			}

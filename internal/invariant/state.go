@@ -17,7 +17,8 @@ import (
 
 // Record is the part of a slot record the checks read.
 type Record struct {
-	Package *struct {
+	Provider string `json:"provider"`
+	Package  *struct {
 		Digest string `json:"digest"`
 	} `json:"package"`
 	Gate *struct {

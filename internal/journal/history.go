@@ -80,6 +80,18 @@ type SlotIdentity struct {
 	OwnsWorkloads []string `json:"ownsWorkloads,omitempty"`
 	MovedIn       []string `json:"movedInWorkloads,omitempty"`
 	MovedOut      []string `json:"movedOutWorkloads,omitempty"`
+	// ClusterID is the identity of the cluster the slot's record names
+	// (record.ClusterID): a record rebuilt from the history checks that
+	// cluster, not the one its context happens to reach then.
+	ClusterID *SlotClusterID `json:"clusterID,omitempty"`
+}
+
+// SlotClusterID is a slot's cluster identity as the history keeps it
+// (the fields of record.ClusterID).
+type SlotClusterID struct {
+	Server        string `json:"server,omitempty"`
+	KubeSystemUID string `json:"kubeSystemUID,omitempty"`
+	NodeContainer string `json:"nodeContainer,omitempty"`
 }
 
 // History is history.jsonl as read.

@@ -3,6 +3,7 @@ package model_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fakes"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
@@ -23,6 +26,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journalcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
@@ -48,9 +52,9 @@ func repo(elem ...string) string {
 }
 
 const (
-	// clusterHost is the API server a fake kind cluster's context names:
+	// clusterHost is the API server a fake cluster's context names:
 	// nothing listens there; the path says which cluster it is.
-	clusterHost = "https://127.0.0.1:1/"
+	clusterHost = invariant.FakeServer
 	gateOK      = "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: marker}\nspec:\n  checks:\n  - name: healthy\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: healthy}\n"
 	gateFails   = "apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata: {name: fails}\nspec:\n  checks:\n  - name: absent\n    resource: {apiVersion: v1, kind: ConfigMap, namespace: default, name: absent}\n"
 )
@@ -61,11 +65,15 @@ const (
 type killed struct{ step string }
 
 type machine struct {
-	root   string
-	base   map[string]snapFile // the prepared site every sequence starts from
-	health map[string]bool     // cluster name -> its workload passes the site's gate
-	env    map[string]string   // the environment every operation starts with
-	calls  int                 // plugin calls made (counted for the rate)
+	root string
+	// bases are the prepared sites a sequence starts from, by name ("":
+	// kind slots; siteExisting), and site the one the current sequence
+	// started from.
+	bases  map[string]map[string]snapFile
+	site   string
+	health map[string]bool   // cluster name -> its workload passes the site's gate
+	env    map[string]string // the environment every operation starts with
+	calls  int               // plugin calls made (counted for the rate)
 	// relative: the state dir is named relatively ($KUBECTL_BUNDLE_STATE_DIR=state
 	// from root/work), the "cwd" operation's change.
 	relative bool
@@ -100,25 +108,6 @@ func newMachine(tb testing.TB) *machine {
 	gc := debug.SetGCPercent(400)
 	tb.Cleanup(func() { debug.SetGCPercent(gc) })
 	m := &machine{root: root, health: map[string]bool{}, files: &invariant.Files{Root: root}, cluster: &invariant.Files{Root: root}}
-	for _, d := range []string{"fakes/ports", "archives", "home", "work", "elsewhere"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	files := map[string]string{
-		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
-		"gate.yaml":       gateOK,
-		"gate-fails.yaml": gateFails,
-	}
-	for _, name := range []string{"airgap-mgmt-a", "airgap-mgmt-b"} {
-		files[name+".kubeconfig"] = fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: %s\n  cluster: {server: %q, insecure-skip-tls-verify: true}\nusers:\n- name: %s\n  user: {token: fake}\ncontexts:\n- name: %s\n  context: {cluster: %s, user: %s}\ncurrent-context: %s\n",
-			name, clusterHost+name, name, name, name, name, name)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
 	m.env = map[string]string{
 		"KUBECTL_BUNDLE_STATE_DIR":    filepath.Join(root, "state"),
 		"KUBECONFIG":                  filepath.Join(root, "kubeconfig"),
@@ -142,11 +131,75 @@ func newMachine(tb testing.TB) *machine {
 	for k, v := range m.env {
 		setenv(tb, k, v)
 	}
-	m.health["airgap-mgmt-a"], m.health["airgap-mgmt-b"] = true, true
 	wd, _ := os.Getwd()
 	tb.Cleanup(func() { _ = os.Chdir(wd) })
+	m.bases = map[string]map[string]snapFile{}
+	for _, site := range []string{"", siteExisting} {
+		if err := m.prepare(site); err != nil {
+			tb.Fatalf("preparing the site %q: %v", site, err)
+		}
+	}
+	return m
+}
+
+// siteExisting is the model's second site: both slots of the existing
+// provider, each an operator's cluster on the fake machine (config.yaml
+// provider: existing), where issue 32's class 2 lives. The default site
+// ("") has kind slots.
+const siteExisting = "existing"
+
+// The operator's contexts on the existing site, one per cluster, named
+// after neither slot (a copy-paste in config.yaml is one of them twice).
+const (
+	ctxEast = "mgmt-east" // slot a's cluster, airgap-mgmt-a
+	ctxWest = "mgmt-west" // slot b's cluster, airgap-mgmt-b
+)
+
+// prepare builds site from an empty root (slot a created, its package
+// staged, deployed and gated, and switched to: active and known-good)
+// and keeps it as the base every sequence of that site starts from.
+func (m *machine) prepare(site string) error {
+	if err := m.clear(); err != nil {
+		return err
+	}
+	root := m.root
+	for _, d := range []string{"fakes/ports", "archives", "home", "work", "elsewhere"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{
+		"archives/zarf-init-amd64-v0.84.0.tar.zst": "fake",
+		"gate.yaml":       gateOK,
+		"gate-fails.yaml": gateFails,
+	}
+	for _, sl := range invariant.Slots {
+		name := invariant.SlotCluster(sl)
+		files[name+".kubeconfig"] = fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: %s\n  cluster: {server: %q, insecure-skip-tls-verify: true}\nusers:\n- name: %s\n  user: {token: fake}\ncontexts:\n- name: %s\n  context: {cluster: %s, user: %s}\ncurrent-context: %s\n",
+			name, clusterHost+name, name, name, name, name, name)
+	}
+	if site == siteExisting {
+		if err := m.operatorClusters(); err != nil {
+			return err
+		}
+		files["kubeconfig"] = operatorKubeconfig
+		if err := os.Mkdir(filepath.Join(root, "state"), 0o700); err != nil {
+			return err
+		}
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	if site == siteExisting {
+		if err := m.writeConfig(ctxEast, ctxWest); err != nil {
+			return err
+		}
+	}
+	m.health[invariant.SlotCluster("a")], m.health[invariant.SlotCluster("b")] = true, true
 	if err := os.Chdir(filepath.Join(root, "work")); err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	for _, line := range []string{
 		"kubectl-bundle-slot create a -q",
@@ -156,11 +209,11 @@ func newMachine(tb testing.TB) *machine {
 		"kubectl-bundle-switch to a -q",
 	} {
 		if r := m.run(m.Expand(strings.Fields(line)), nil); r.Code != 0 {
-			tb.Fatalf("preparing the site: %s: %s\n%s", line, r, r.Out)
+			return fmt.Errorf("%s: %s\n%s", line, r, r.Out)
 		}
 	}
-	m.base = map[string]snapFile{}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	base := map[string]snapFile{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -170,34 +223,67 @@ func newMachine(tb testing.TB) *machine {
 			return err
 		}
 		if d.IsDir() {
-			m.base[rel] = snapFile{mode: fi.Mode()}
+			base[rel] = snapFile{mode: fi.Mode()}
 			return nil
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		m.base[rel] = snapFile{mode: fi.Mode(), data: b}
+		base[rel] = snapFile{mode: fi.Mode(), data: b}
 		return nil
 	})
+	m.bases[site] = base
+	return err
+}
+
+// operatorKubeconfig is the operator's kubeconfig on the existing site:
+// a context per cluster (configEdit points one at the other cluster).
+var operatorKubeconfig = fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster: {server: %[3]q, insecure-skip-tls-verify: true}
+- name: %[2]s
+  cluster: {server: %[4]q, insecure-skip-tls-verify: true}
+users:
+- name: operator
+  user: {token: fake}
+contexts:
+- name: %[1]s
+  context: {cluster: %[1]s, user: operator}
+- name: %[2]s
+  context: {cluster: %[2]s, user: operator}
+current-context: %[1]s
+`, ctxEast, ctxWest, clusterHost+invariant.SlotCluster("a"), clusterHost+invariant.SlotCluster("b"))
+
+// operatorClusters puts the existing site's two clusters on the fake
+// machine: node containers (what the gate, the identity and the ground
+// truth read) labelled as the operator's, each with the UID of its
+// kube-system namespace.
+func (m *machine) operatorClusters() error {
+	st := fakes.State{MemTotal: 16 << 30, Containers: map[string]*fakes.Container{}}
+	for _, sl := range invariant.Slots {
+		name := invariant.SlotCluster(sl)
+		st.Containers[name+"-control-plane"] = &fakes.Container{Image: "operator/cluster", Memory: 1536 << 20,
+			Labels: map[string]string{invariant.LabelOperatorCluster: "true", invariant.LabelKubeSystemUID: "6b1c0f3e-0000-4000-8000-00000000000" + sl}}
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	return m
+	return os.WriteFile(filepath.Join(m.root, "fakes", "state.json"), b, 0o644)
 }
 
-// setenv sets a variable for the test's whole run.
-func setenv(tb testing.TB, k, v string) {
-	if t, ok := tb.(interface{ Setenv(k, v string) }); ok {
-		t.Setenv(k, v)
-		return
-	}
-	_ = os.Setenv(k, v)
+// writeConfig writes the existing site's config.yaml: slot a's context
+// and slot b's.
+func (m *machine) writeConfig(a, b string) error {
+	c := fmt.Sprintf("provider: existing\nexisting:\n  a: {context: %s}\n  b: {context: %s}\n", a, b)
+	return os.WriteFile(filepath.Join(m.root, "state", "config.yaml"), []byte(c), 0o600)
 }
 
-// reset makes the machine the prepared site again, with both workloads
-// healthy and the environment as prepared.
-func (m *machine) reset(soak string) error {
+// clear empties the root, from the root (the working directory may go).
+func (m *machine) clear() error {
 	if err := os.Chdir(m.root); err != nil {
 		return err
 	}
@@ -210,14 +296,37 @@ func (m *machine) reset(soak string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// setenv sets a variable for the test's whole run.
+func setenv(tb testing.TB, k, v string) {
+	if t, ok := tb.(interface{ Setenv(k, v string) }); ok {
+		t.Setenv(k, v)
+		return
+	}
+	_ = os.Setenv(k, v)
+}
+
+// reset makes the machine the prepared site again (site: "" or
+// siteExisting), with both workloads healthy and the environment as
+// prepared.
+func (m *machine) reset(site, soak string) error {
+	base, ok := m.bases[site]
+	if !ok {
+		return fmt.Errorf("no site %q", site)
+	}
+	if err := m.clear(); err != nil {
+		return err
+	}
 	// Directories first (WalkDir order: a parent before its children).
-	paths := make([]string, 0, len(m.base))
-	for p := range m.base {
+	paths := make([]string, 0, len(base))
+	for p := range base {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
-		f := m.base[p]
+		f := base[p]
 		full := filepath.Join(m.root, p)
 		if f.mode.IsDir() {
 			if p != "." {
@@ -231,7 +340,8 @@ func (m *machine) reset(soak string) error {
 			return err
 		}
 	}
-	m.health["airgap-mgmt-a"], m.health["airgap-mgmt-b"] = true, true
+	m.site = site
+	m.health[invariant.SlotCluster("a")], m.health[invariant.SlotCluster("b")] = true, true
 	m.relative = false
 	for k, v := range m.env {
 		_ = os.Setenv(k, v)
@@ -349,7 +459,7 @@ func die(step string) { panic(killed{step}) }
 
 func (m *machine) context() context.Context {
 	ctx := runner.NewContext(context.Background(), modelRunner{m: m, Runner: fakes.Runner{OnKill: die}})
-	return gate.WithReader(ctx, m.readCluster)
+	return slot.WithIdentifier(gate.WithReader(ctx, m.readCluster), m.identify)
 }
 
 // modelRunner is the fakes' docker and zarf, and journal run's step
@@ -451,6 +561,32 @@ func (m *machine) readCluster(_ context.Context, g *gate.Gate, host string) ([]g
 		out = append(out, gate.Result{Name: "healthy", Status: map[bool]gate.Status{true: gate.Pass, false: gate.Fail}[ok]})
 	}
 	return out, nil
+}
+
+// identify answers, in place of an API server, the identity of the
+// cluster at cfg.Host (slot.WithIdentifier): a fake cluster answers while
+// its node container exists, with the UID of its kube-system namespace
+// (the existing site's clusters carry it; a kind cluster, which the
+// existing provider never reaches, is given one from its name).
+func (m *machine) identify(_ context.Context, cfg *rest.Config) (*slot.ClusterID, error) {
+	name := invariant.ServerCluster(cfg.Host)
+	if name == "" {
+		return nil, fmt.Errorf("dial tcp %s: connect: connection refused", cfg.Host)
+	}
+	m.cluster.Forget() // read now: the command may have changed it
+	gr, err := m.cluster.Ground()
+	if err != nil {
+		return nil, err
+	}
+	c, ok := gr.Containers[name+"-control-plane"]
+	if !ok || c == nil {
+		return nil, fmt.Errorf("dial tcp: connection refused (cluster %s is gone)", name)
+	}
+	uid := c.Labels[invariant.LabelKubeSystemUID]
+	if uid == "" {
+		uid = "kube-system-of-" + name
+	}
+	return &slot.ClusterID{Server: cfg.Host, KubeSystemUID: uid}, nil
 }
 
 // Healthy is the ground truth of whether slot sl passes the site's gate.

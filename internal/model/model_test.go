@@ -21,8 +21,10 @@ import (
 // each state file, damage to the staged packages, lost records and a
 // relative state dir with its printed commands pasted elsewhere, each
 // sequence on a fresh copy of a site where slot a is active and
-// known-good, with I1-I4 and the damage rule checked after every
-// operation (check_test.go). It drives the command packages directly:
+// known-good (its slots kind clusters, or, one sequence in
+// existingEvery, the operator's clusters of the existing provider, with
+// edits of config.yaml and the kubeconfig drawn: issue 32, class 2), with
+// I1-I4 and the damage rule checked after every operation (check_test.go). It drives the command packages directly:
 // no plugin binary, no API server (docs/invariant.md).
 //
 // KB_MODEL_SEED reproduces a run; KB_MODEL_OPS (default 60000) and
@@ -92,20 +94,20 @@ func TestModel(t *testing.T) {
 		}
 		if os.Getenv("KB_MODEL_EXPLORE") == "all" {
 			if explore[v.Key]++; explore[v.Key] == 1 {
-				t.Logf("EXPLORE %s: seq seed %d: %v\n  %s\n%s", v.Inv, seq.Seed, v, strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), invariant.TailLines(r.Log, 6))
+				t.Logf("EXPLORE %s: seq seed %d%s: %v\n  %s\n%s", v.Inv, seq.Seed, siteNote(seq), v, strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), invariant.TailLines(r.Log, 6))
 			}
 			continue
 		}
 		elapsed := time.Since(start)
 		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.Seqs, c.Ops, elapsed.Round(time.Millisecond))
-		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s):\n  %s\nwhat happened:\n%s", seed, seed, seq.Seed, v, seq.Soak,
+		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s%s):\n  %s\nwhat happened:\n%s", seed, seed, seq.Seed, v, seq.Soak, siteNote(seq),
 			strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), strings.Join(r.Log, "\n"))
 		if os.Getenv("KB_MODEL_SHRINK") != "0" && os.Getenv("KB_INVARIANT_EXPLORE") != "report" {
 			shrunk := invariant.Shrink(seq, v, 30*time.Second, func(s invariant.Sequence) *invariant.Violation {
 				got, _ := runSequence(m, s, &invariant.Counters{})
 				return got
 			})
-			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s):\n  %s", len(shrunk.Ops), shrunk.Soak, strings.Join(shrunk.Ops, "\n  "))
+			msg += fmt.Sprintf("\nshrunk to %d operations (soak %s%s):\n  %s", len(shrunk.Ops), shrunk.Soak, siteNote(shrunk), strings.Join(shrunk.Ops, "\n  "))
 			if os.Getenv("KB_MODEL_KEEP") == "1" {
 				path, err := invariant.WriteRegression(repo("internal", "model", "testdata", "model"), "TestModel", shrunk, v, seed)
 				if err != nil {
@@ -137,6 +139,14 @@ func TestModel(t *testing.T) {
 	}
 	t.Logf("TestModel: %d sequences, %d operations in %s (%.0f ops/s; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
 		c.Seqs, c.Ops, elapsed.Round(time.Millisecond), float64(c.Ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.Kills["inside a step"], c.Damages, c.Repairs, c.Nexts, c.Scripts, len(files), seed)
+}
+
+// siteNote names a sequence's site when it is not the default.
+func siteNote(seq invariant.Sequence) string {
+	if seq.Site == "" {
+		return ""
+	}
+	return ", site " + seq.Site
 }
 
 func TestMain(m *testing.M) {
@@ -204,8 +214,22 @@ func firstField(b []byte) string {
 // per second, and per CPU second.
 var baseline [2]float64
 
+// existingEvery: one sequence in existingEvery starts from the existing
+// site (siteExisting), chosen by its seed; its operations are drawn again
+// from a source of their own, seeded by it, so that the sequences on the
+// kind site are those the same seed drew before the existing site was.
+const existingEvery = 5
+
 func drawSequence(rng *rand.Rand) invariant.Sequence {
-	return invariant.Draw(rng, "1ms", 4, 20, drawOp)
+	seq := invariant.Draw(rng, "1ms", 4, 20, drawOp)
+	if seq.Seed%existingEvery == 0 {
+		g := &invariant.Gen{R: rand.New(rand.NewPCG(seq.Seed, 3))}
+		seq.Site = siteExisting
+		for i := range seq.Ops {
+			seq.Ops[i] = drawExistingOp(g)
+		}
+	}
+	return seq
 }
 
 // modelConfig: the model chases journal status's next command when it is
@@ -217,11 +241,20 @@ var modelConfig = invariant.Config{SettleChase: 4}
 // ends it.
 func runSequence(m *machine, seq invariant.Sequence, c *invariant.Counters) (*invariant.Violation, *invariant.Run) {
 	r := invariant.NewRun(m, modelConfig, m.files, seq.Seed, c)
-	if err := m.reset(seq.Soak); err != nil {
+	if err := m.reset(seq.Site, seq.Soak); err != nil {
 		return r.Fail("setup", "resetting the site: %v", err), r
 	}
 	if v := r.Sequence(seq.Ops); v != nil {
 		return v, r
+	}
+	if seq.Site == siteExisting {
+		// Settling, the operator puts config.yaml and the kubeconfig right
+		// first, as a refusal of two slots on one cluster, or of a slot
+		// whose context moved, asks.
+		if err := m.configEdit([]string{"good"}); err != nil {
+			return r.Fail("setup", "putting the settings right: %v", err), r
+		}
+		r.Logf("settling: config good")
 	}
 	if v := r.Settle(); v != nil {
 		v.Op = len(seq.Ops)

@@ -6,15 +6,19 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/kubectl-bundle/kubectl-bundle/internal/invariant"
 )
 
 // The model's operations are internal/invariant's (one line each,
-// readable and replayable), every plugin command in-process, and one of
+// readable and replayable), every plugin command in-process, and two of
 // its own:
 //
 //	cwd relative|absolute the state dir named relatively from another
 //	                      directory (printed commands are pasted elsewhere), or back
+//	config EDIT           on the existing site, an edit of config.yaml or
+//	                      the kubeconfig by the operator (configEdit)
 //
 // fakekill=STEP kills the command inside that step of the fakes (the
 // process, and a journal run around it, abandon the step there); fail=
@@ -23,9 +27,46 @@ import (
 
 // drawOp draws one operation.
 func drawOp(g *invariant.Gen) string {
-	ops := append(g.PluginOps(16),
-		invariant.WeightedOp{W: 1, F: func() string { return "cwd " + g.Pick("relative", "relative", "absolute") }})
-	line := g.Weighted(ops)
+	return modify(g, g.Weighted(append(g.PluginOps(16), cwdOp(g))))
+}
+
+// cwdOp is the model's cwd operation.
+func cwdOp(g *invariant.Gen) invariant.WeightedOp {
+	return invariant.WeightedOp{W: 1, F: func() string { return "cwd " + g.Pick("relative", "relative", "absolute") }}
+}
+
+// drawExistingOp draws one operation of a sequence on the existing site:
+// those of drawOp, and the operator's edits of config.yaml and the
+// kubeconfig (configEdit).
+func drawExistingOp(g *invariant.Gen) string {
+	return modify(g, g.Weighted(append(g.PluginOps(16), cwdOp(g), invariant.WeightedOp{W: 4, F: func() string { return configEdit(g) }})))
+}
+
+// configEdit draws an edit of the existing site's settings (issue 32,
+// class 2: two slots can be one cluster):
+//
+//	config copy     config.yaml gives slot b slot a's context (a copy-paste)
+//	config swap     config.yaml gives each slot the other's context
+//	config moved SL the kubeconfig's context of slot SL names the other
+//	                slot's cluster (pointed elsewhere after create)
+//	config good     both put right
+//
+// An edit is sometimes followed by what meets it: a create and deploy of
+// slot b after a copy or a swap, a switch to the slot whose context moved.
+func configEdit(g *invariant.Gen) string {
+	e := g.Pick("copy", "copy", "swap", "moved a", "moved b", "good")
+	switch {
+	case (e == "copy" || e == "swap") && g.Chance(0.3):
+		g.Then("kubectl-bundle-slot create b", "kubectl-bundle-slot deploy b "+g.Pkg())
+	case strings.HasPrefix(e, "moved ") && g.Chance(0.3):
+		g.Then("kubectl-bundle-switch to " + strings.TrimPrefix(e, "moved "))
+	}
+	return "config " + e
+}
+
+// modify sometimes kills a command inside a step of the fakes, or makes
+// one fail.
+func modify(g *invariant.Gen, line string) string {
 	if invariant.IsCommand(line) {
 		if g.Chance(0.1) {
 			line = "fakekill=" + g.Pick(invariant.FakeKills...) + " " + line
@@ -37,8 +78,15 @@ func drawOp(g *invariant.Gen) string {
 	return line
 }
 
-// Op runs the model's own operation: cwd.
+// Op runs the model's own operations: cwd, config.
 func (m *machine) Op(r *invariant.Run, f []string) (bool, *invariant.Violation) {
+	if f[0] == "config" {
+		if err := m.configEdit(f[1:]); err != nil {
+			return true, r.Fail("setup", "%s: %v", strings.Join(f, " "), err)
+		}
+		r.Logf("%s", strings.Join(f, " "))
+		return true, nil
+	}
 	if f[0] != "cwd" {
 		return false, nil
 	}
@@ -118,6 +166,16 @@ func (m *machine) RunPrinted(r *invariant.Run, what, line string) (invariant.Res
 		defer func() { _ = os.Chdir(wd) }()
 	}
 	res := m.run(argv, env)
+	if m.site == siteExisting && res.Code == 3 && settingsRefusal(res.Out) {
+		// Refused because config.yaml or the kubeconfig makes two slots
+		// one cluster (the operator's edit): the operator puts them right,
+		// as the refusal asks, and runs the command again.
+		if err := m.configEdit([]string{"good"}); err != nil {
+			return res, r.Fail("setup", "putting the settings right: %v", err)
+		}
+		r.Logf("  %s: refused for the settings: config good, and again", line)
+		res = m.run(argv, env)
+	}
 	if dir != "" {
 		if _, err := os.Stat(filepath.Join(dir, "state")); err == nil {
 			_ = os.RemoveAll(filepath.Join(dir, "state"))
@@ -128,4 +186,48 @@ func (m *machine) RunPrinted(r *invariant.Run, what, line string) (invariant.Res
 		}
 	}
 	return res, nil
+}
+
+// settingsRefusal: out is a refusal of two slots on one cluster, or of a
+// slot whose context now reaches another cluster (slot/clusterid.go).
+func settingsRefusal(out string) bool {
+	return strings.Contains(out, "another cluster; nothing was changed") ||
+		strings.Contains(out, "two slots cannot be one cluster") || strings.Contains(out, "would be one cluster")
+}
+
+// configEdit makes an edit configEdit (the function) draws, on the
+// existing site: config.yaml's contexts, or the cluster a context of the
+// operator's kubeconfig names.
+func (m *machine) configEdit(f []string) error {
+	if m.site != siteExisting {
+		return fmt.Errorf("config edits are the existing site's (this sequence's site is %q)", m.site)
+	}
+	own := map[string]string{ctxEast: ctxEast, ctxWest: ctxWest} // context -> its cluster entry
+	switch {
+	case len(f) == 1 && f[0] == "copy":
+		return m.writeConfig(ctxEast, ctxEast)
+	case len(f) == 1 && f[0] == "swap":
+		return m.writeConfig(ctxWest, ctxEast)
+	case len(f) == 1 && f[0] == "good":
+		if err := m.writeConfig(ctxEast, ctxWest); err != nil {
+			return err
+		}
+	case len(f) == 2 && f[0] == "moved" && f[1] == "a":
+		own[ctxEast] = ctxWest
+	case len(f) == 2 && f[0] == "moved" && f[1] == "b":
+		own[ctxWest] = ctxEast
+	default:
+		return fmt.Errorf("unknown edit %q", strings.Join(f, " "))
+	}
+	path := filepath.Join(m.root, "kubeconfig")
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return err
+	}
+	for name, cluster := range own {
+		if c := kc.Contexts[name]; c != nil {
+			c.Cluster = cluster
+		}
+	}
+	return clientcmd.WriteToFile(*kc, path)
 }

@@ -26,9 +26,34 @@ import (
 // clusterIDTimeout bounds the reads that identify a cluster.
 const clusterIDTimeout = 10 * time.Second
 
+// An Identifier answers, in place of the API server cfg names, with the
+// identity of the cluster there (an error: no cluster answers): an
+// in-process test's fake machine, as gate.WithReader answers a gate.
+type Identifier func(ctx context.Context, cfg *rest.Config) (*ClusterID, error)
+
+type identifierKey struct{}
+
+// WithIdentifier returns ctx with id standing for every API server a
+// command under it identifies or pings to identify a cluster (the
+// existing provider's preflight and create, and the checks of deploy,
+// switch and destroy): no server is contacted. Without it (production)
+// the API server is read.
+func WithIdentifier(ctx context.Context, id Identifier) context.Context {
+	return context.WithValue(ctx, identifierKey{}, id)
+}
+
+// identifier is the Identifier ctx carries (nil: read the API server).
+func identifier(ctx context.Context) Identifier {
+	id, _ := ctx.Value(identifierKey{}).(Identifier)
+	return id
+}
+
 // identify reads the identity of the cluster cfg reaches: its server and
 // the UID of its kube-system namespace.
 func identify(ctx context.Context, cfg *rest.Config) (*ClusterID, error) {
+	if id := identifier(ctx); id != nil {
+		return id(ctx, cfg)
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = clusterIDTimeout
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -9,10 +9,14 @@ import (
 
 // Identity is the durable part of rec, as the history keeps it.
 func Identity(rec *Record) *journal.SlotIdentity {
-	return &journal.SlotIdentity{Provider: rec.Provider, Cluster: rec.Cluster, Context: rec.Context, Kubeconfig: rec.Kubeconfig,
+	id := &journal.SlotIdentity{Provider: rec.Provider, Cluster: rec.Cluster, Context: rec.Context, Kubeconfig: rec.Kubeconfig,
 		Registry: rec.Registry, RegistryPort: rec.RegistryPort, Inputs: rec.Inputs, Adopted: rec.Adopted,
 		Workloads: slices.Clone(rec.Workloads), OwnsWorkloads: slices.Clone(rec.OwnsWorkloads),
 		MovedIn: slices.Clone(rec.MovedIn), MovedOut: slices.Clone(rec.MovedOut)}
+	if c := rec.ClusterID; c != nil {
+		id.ClusterID = &journal.SlotClusterID{Server: c.Server, KubeSystemUID: c.KubeSystemUID, NodeContainer: c.NodeContainer}
+	}
+	return id
 }
 
 // IdentityEvent is the history event of detail on rec's slot that keeps
@@ -61,8 +65,12 @@ func (m *Manager) historyRecord(name string) *Record {
 	if id == nil {
 		return nil
 	}
-	return &Record{Name: name, Provider: id.Provider, Cluster: id.Cluster, Context: id.Context, Kubeconfig: id.Kubeconfig,
+	rec := &Record{Name: name, Provider: id.Provider, Cluster: id.Cluster, Context: id.Context, Kubeconfig: id.Kubeconfig,
 		Registry: id.Registry, RegistryPort: id.RegistryPort, Inputs: id.Inputs, Adopted: id.Adopted || l.Adopted,
 		Workloads: slices.Clone(id.Workloads), OwnsWorkloads: slices.Clone(id.OwnsWorkloads),
 		MovedIn: slices.Clone(id.MovedIn), MovedOut: slices.Clone(id.MovedOut)}
+	if c := id.ClusterID; c != nil {
+		rec.ClusterID = &ClusterID{Server: c.Server, KubeSystemUID: c.KubeSystemUID, NodeContainer: c.NodeContainer}
+	}
+	return rec
 }

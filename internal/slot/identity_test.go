@@ -101,8 +101,9 @@ func TestRepairRebuildsTheAdoptedSitesNames(t *testing.T) {
 
 // TestRepairKeepsTheExistingProvider: an existing-provider slot created
 // with --context, whose record is lost, is rebuilt against that context
-// (the history's create says so), not looked for with the site's default
-// provider and recorded as gone.
+// (the history's create says so), with the cluster identity its create
+// recorded (not the one its context reaches by then), not looked for with
+// the site's default provider and recorded as gone.
 func TestRepairKeepsTheExistingProvider(t *testing.T) {
 	m, _ := newManager(t)
 	m.Journal = journal.New(m.Dir)
@@ -115,7 +116,8 @@ contexts: [{name: ctx-a, context: {cluster: a, user: a}}]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id := &journal.SlotIdentity{Provider: slot.ProviderExisting, Context: "ctx-a", Kubeconfig: kc, Inputs: "x1"}
+	id := &journal.SlotIdentity{Provider: slot.ProviderExisting, Context: "ctx-a", Kubeconfig: kc, Inputs: "x1",
+		ClusterID: &journal.SlotClusterID{Server: "https://127.0.0.1:1", KubeSystemUID: "uid-a"}}
 	history(t, m, slotEvent("create", "started", id), slotEvent("create", journal.StatusDone, id))
 	rep, err := m.RepairRecord(context.Background(), "a")
 	if err != nil {
@@ -123,7 +125,7 @@ contexts: [{name: ctx-a, context: {cluster: a, user: a}}]
 	}
 	r, _ := slot.Load(m.Dir, "a")
 	if r == nil || r.Provider != slot.ProviderExisting || r.Context != "ctx-a" || r.Kubeconfig != kc || r.Inputs != "x1" ||
-		!slices.Contains(rep.Running, "kube context ctx-a") {
+		r.ClusterID == nil || r.ClusterID.KubeSystemUID != "uid-a" || !slices.Contains(rep.Running, "kube context ctx-a") {
 		t.Errorf("rebuilt record %+v, running %v", r, rep.Running)
 	}
 	// A history before identities: the settings decide (kind, nothing

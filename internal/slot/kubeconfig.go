@@ -62,8 +62,13 @@ func restConfig(kubeconfig, context string) (*rest.Config, error) {
 		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 }
 
-// ping checks that the API server behind cfg answers within timeout.
+// ping checks that the API server behind cfg answers within timeout
+// (the Identifier ctx carries answers for it: WithIdentifier).
 func ping(ctx context.Context, cfg *rest.Config, timeout time.Duration) error {
+	if id := identifier(ctx); id != nil {
+		_, err := id(ctx, cfg)
+		return err
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = timeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)

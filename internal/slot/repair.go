@@ -114,6 +114,9 @@ func (m *Manager) RepairRecord(ctx context.Context, slotName string) (*Repaired,
 	if kept != nil {
 		rec.Cluster, rec.Context, rec.Kubeconfig, rec.Registry, rec.RegistryPort = kept.Cluster, kept.Context, kept.Kubeconfig, kept.Registry, kept.RegistryPort
 		rec.Adopted, rec.Workloads, rec.OwnsWorkloads = kept.Adopted, kept.Workloads, kept.OwnsWorkloads
+		// The cluster it was created on, not the one its context reaches
+		// now (issue 32, class 2).
+		rec.ClusterID = kept.ClusterID
 		if kept.Inputs != "" {
 			rec.Inputs = kept.Inputs
 		}

@@ -447,6 +447,13 @@ func (m *Manager) Destroy(ctx context.Context, slotName string) error {
 		// No record, or one whose content is not trusted: clean up what the
 		// history says the slot was built as, else what the configured
 		// provider would have built under the slot's names.
+		if dmg != nil {
+			// A record replaced by a directory is kept aside: the steps
+			// below write the slot's record where it was.
+			if _, err := state.SetAsideIfNotFile(dmg.Path); err != nil {
+				return err
+			}
+		}
 		if rec = m.historyRecord(slotName); rec != nil {
 			if p, err = recordProvider(rec); err != nil {
 				return err

@@ -314,7 +314,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if err := checkAlias(s.Kubeconfig, rec.Context); err != nil {
 		return nil, err
 	}
-	if s.CheckCluster != nil && !resuming {
+	// Resumed too: the moves point the alias context at the slot's
+	// context, which may reach another cluster since the switch began.
+	if s.CheckCluster != nil {
 		if err := s.CheckCluster(ctx, rec, "switch to"); err != nil {
 			return nil, err
 		}
@@ -546,8 +548,10 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 	if sw.Phase == record.PhaseSwitchingBack {
 		from, to = sw.Previous, sw.Target // resuming: the record already names the way back
 	}
-	if s.CheckCluster != nil && sw.Phase != record.PhaseSwitchingBack {
-		// (A record lost or damaged is refused below, naming its repair.)
+	if s.CheckCluster != nil {
+		// Resumed too (the alias context is pointed at the slot's context
+		// again). A record lost or damaged is refused below, naming its
+		// repair.
 		if rec, err := slot.Load(s.Dir, to); err == nil {
 			if err := s.CheckCluster(ctx, rec, "switch back to"); err != nil {
 				return nil, err
