@@ -153,6 +153,20 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		if rec, err = ss.LoadSlot(slotName); err != nil {
 			return err
 		}
+		// The slot's context must still reach the cluster its record
+		// names: a context pointed at another slot's cluster would gate
+		// (and record) that cluster's health as this slot's (issue 32,
+		// class 2). A record that names none is identified by a gate that
+		// records, as by a deploy; a read-only gate leaves it.
+		if rec.ClusterID != nil || cmd.Bool("record") {
+			m := &slot.Manager{Dir: dir}
+			if !common.Quiet {
+				m.Log = streams.ErrOut
+			}
+			if err := m.CheckCluster(ctx, rec, "gate"); err != nil {
+				return err
+			}
+		}
 	}
 	kubeconfig, kubeContext := "", ""
 	if rec != nil {
