@@ -24,19 +24,7 @@ import (
 
 // drawOp draws one operation.
 func drawOp(g *invariant.Gen) string {
-	gate := func() string {
-		if g.Chance(0.3) {
-			return " --gate $GATEFAIL --gate-timeout 200ms"
-		}
-		return " --gate $GATE --gate-timeout 1s"
-	}
-	ops := append(g.PluginOps(3),
-		invariant.WeightedOp{W: 12, F: func() string { return "blue-green.sh apply " + g.Pkg() + gate() }},
-		invariant.WeightedOp{W: 5, F: func() string { return "blue-green.sh accept" }},
-		invariant.WeightedOp{W: 4, F: func() string { return "blue-green.sh revert" }},
-		invariant.WeightedOp{W: 1, F: func() string { return "blue-green.sh status" }},
-		invariant.WeightedOp{W: 7, F: func() string { return "in-place.sh " + g.Pkg() + gate() }},
-		invariant.WeightedOp{W: 7, F: func() string { return "recreate.sh " + g.Pkg() + gate() }})
+	ops := append(g.PluginOps(3), g.ScriptOps(1)...)
 	line := g.Weighted(ops)
 	if invariant.IsCommand(line) {
 		script := strings.HasSuffix(strings.Fields(line)[0], ".sh")

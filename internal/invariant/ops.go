@@ -376,6 +376,30 @@ func (g *Gen) PluginOps(stepWeight int) []WeightedOp {
 	}
 }
 
+// ScriptOps are the strategy scripts' runs, each weight divided by div
+// (at least 1): the model, whose plugin commands cost less than a run of a
+// script, draws them less often than TestInvariant.
+func (g *Gen) ScriptOps(div int) []WeightedOp {
+	w := func(n int) int { return max(1, n/div) }
+	return []WeightedOp{
+		{w(12), func() string { return "blue-green.sh apply " + g.Pkg() + g.GateArgs() }},
+		{w(5), func() string { return "blue-green.sh accept" }},
+		{w(4), func() string { return "blue-green.sh revert" }},
+		{1, func() string { return "blue-green.sh status" }},
+		{w(7), func() string { return "in-place.sh " + g.Pkg() + g.GateArgs() }},
+		{w(7), func() string { return "recreate.sh " + g.Pkg() + g.GateArgs() }},
+	}
+}
+
+// GateArgs is a strategy run's gate: the one a healthy workload passes, or
+// (3 in 10) the one no workload passes.
+func (g *Gen) GateArgs() string {
+	if g.Chance(0.3) {
+		return " --gate $GATEFAIL --gate-timeout 200ms"
+	}
+	return " --gate $GATE --gate-timeout 1s"
+}
+
 // FakeSteps are the steps of the fakes a fakekill= or fail= names.
 var (
 	FakeKills = []string{"docker-run", "docker-rm", "docker-network", "zarf-init", "zarf-deploy", "kind-create", "kind-delete"}

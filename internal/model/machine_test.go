@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slotcmd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchcmd"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/testenv"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verifycmd"
@@ -505,6 +507,8 @@ func (m *machine) dispatch(ctx context.Context, stdin io.Reader, stdout, stderr 
 		return gatecmd.Main(ctx, streams, argv)
 	case "kubectl-bundle-verify":
 		return verifycmd.Main(ctx, streams, argv)
+	case "blue-green.sh", "in-place.sh", "recreate.sh":
+		return m.script(ctx, stdin, stdout, stderr, name, argv[1:])
 	case "true":
 		return 0
 	case "false":
@@ -607,3 +611,86 @@ func (m *machine) SetHealth(sl string, ok bool) error {
 
 // Plugin runs a read-only plugin command in-process.
 func (m *machine) Plugin(argv ...string) invariant.Result { return m.run(argv, nil) }
+
+// script runs a strategy script in-process as scripts/*.sh do: a loop over
+// journal advance (lib.sh's drive) that holds the run lock on a descriptor
+// of this process for the whole run (a kill inside a step closes it, as
+// the kernel closes a killed script's), and recreate.sh --build, the step
+// the journal runs as the script itself (its build()).
+func (m *machine) script(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args []string) int {
+	self := repo("scripts", name)
+	call := func(out io.Writer, argv ...string) int { return m.dispatch(ctx, stdin, out, stderr, argv) }
+	op := "apply"
+	switch {
+	case name == "recreate.sh" && len(args) > 0 && args[0] == "--build":
+		if len(args) < 3 {
+			return 2
+		}
+		sl, digest := args[1], args[2]
+		if rc := call(stdout, "kubectl-bundle-slot", "destroy", sl, "--force", "--yes", "-q"); rc != 0 {
+			return rc
+		}
+		if rc := call(stdout, "kubectl-bundle-slot", "create", sl, "--package", digest); rc != 0 {
+			return rc
+		}
+		return call(stdout, append([]string{"kubectl-bundle-slot", "deploy"}, args[1:]...)...)
+	case name == "blue-green.sh":
+		if len(args) == 0 {
+			fmt.Fprintln(stderr, "error: a command is required: apply, accept, revert or status (see --help)")
+			return 2
+		}
+		op, args = args[0], args[1:]
+		switch op {
+		case "status":
+			rc := call(stdout, "kubectl-bundle-journal", "status")
+			if rc == 0 {
+				rc = call(stdout, "kubectl-bundle-switch", "status")
+			}
+			if rc == 0 {
+				rc = call(stdout, "kubectl-bundle-slot", "list")
+			}
+			return rc
+		case "apply", "accept", "revert":
+		default:
+			fmt.Fprintf(stderr, "error: unknown command %q for \"blue-green.sh\" (see --help)\n", op)
+			return 2
+		}
+	}
+	strategy := strings.TrimSuffix(name, ".sh")
+	run := append([]string{"--", strategy, op}, args...)
+	advance := func(flags ...string) int {
+		return call(stdout, append(append([]string{"kubectl-bundle-journal", "advance", "--script", self}, flags...), run...)...)
+	}
+	if rc := advance("--check"); rc != kcli.ExitMore {
+		return rc
+	}
+	var path bytes.Buffer
+	if rc := call(&path, "kubectl-bundle-journal", "lock-run", "--path"); rc != 0 {
+		return rc
+	}
+	f, err := os.OpenFile(strings.TrimSpace(path.String()), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	defer f.Close()
+	fd := strconv.Itoa(int(f.Fd()))
+	defer applyEnv([]string{state.EnvRunFD + "=" + fd})()
+	if rc := advance("--hold", fd); rc != 0 {
+		return rc
+	}
+	for i := 0; i < maxRunSteps; i++ {
+		if rc := advance(); rc != kcli.ExitMore {
+			return rc
+		}
+	}
+	fmt.Fprintf(stderr, "model: %s did not end after %d steps\n", name, maxRunSteps)
+	return codeHung
+}
+
+// A run that has not ended after maxRunSteps calls of its loop hangs:
+// codeHung, as a process killed by its time limit.
+const (
+	maxRunSteps = 400
+	codeHung    = 124
+)

@@ -17,7 +17,8 @@ import (
 // TestModel attacks the promise in-process: seeded random sequences of
 // every mutating plugin command (slot create/deploy/destroy/repair, switch
 // to/back/accept, journal begin/step/run/end/abort/repair, gate --record,
-// verify --stage), kills inside a fake's step, workload breaks, damage to
+// verify --stage) and runs of the three strategy scripts (their loop over
+// journal advance, machine.script), kills inside a fake's step, workload breaks, damage to
 // each state file, damage to the staged packages, lost records and a
 // relative state dir with its printed commands pasted elsewhere, each
 // sequence on a fresh copy of a site where slot a is active and
@@ -233,8 +234,8 @@ func drawSequence(rng *rand.Rand) invariant.Sequence {
 }
 
 // modelConfig: the model chases journal status's next command when it is
-// drawn, and four times to settle (a strategy script's next command is
-// checked, not run: the transaction may stay open).
+// drawn, and four times to settle (a strategy script's next command too:
+// the transaction may stay open).
 var modelConfig = invariant.Config{SettleChase: 4}
 
 // runSequence runs seq on a fresh copy of the site; the first violation

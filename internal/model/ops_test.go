@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,13 +24,32 @@ import (
 //
 // fakekill=STEP kills the command inside that step of the fakes (the
 // process, and a journal run around it, abandon the step there); fail=
-// makes the step fail. The strategy scripts are not run in-process:
-// TestInvariant (e2e) runs them.
+// makes the step fail. The strategy scripts run in-process too, as their
+// loop over journal advance (machine.script); TestInvariant (e2e) runs them
+// as processes, killed at any instant.
 
 // drawOp draws one operation.
 func drawOp(g *invariant.Gen) string {
-	return modify(g, g.Weighted(append(g.PluginOps(16), cwdOp(g))))
+	return modify(g, g.Weighted(slices.Concat(g.PluginOps(16), scriptOps(g), []invariant.WeightedOp{cwdOp(g)})))
 }
+
+// scriptOps are the strategy scripts' runs, drawn scriptDiv times less
+// often than TestInvariant draws them: a run costs as much as tens of
+// plugin commands. KB_MODEL_SCRIPTS=N sets scriptDiv; 0 draws none (the
+// plugins only, for a rate to compare).
+func scriptOps(g *invariant.Gen) []invariant.WeightedOp {
+	if scriptDiv == 0 {
+		return nil
+	}
+	return g.ScriptOps(scriptDiv)
+}
+
+var scriptDiv = func() int {
+	if n, err := strconv.Atoi(os.Getenv("KB_MODEL_SCRIPTS")); err == nil && n >= 0 {
+		return n
+	}
+	return 3
+}()
 
 // cwdOp is the model's cwd operation.
 func cwdOp(g *invariant.Gen) invariant.WeightedOp {
@@ -39,7 +60,7 @@ func cwdOp(g *invariant.Gen) invariant.WeightedOp {
 // those of drawOp, and the operator's edits of config.yaml and the
 // kubeconfig (configEdit).
 func drawExistingOp(g *invariant.Gen) string {
-	return modify(g, g.Weighted(append(g.PluginOps(16), cwdOp(g), invariant.WeightedOp{W: 4, F: func() string { return configEdit(g) }})))
+	return modify(g, g.Weighted(slices.Concat(g.PluginOps(16), scriptOps(g), []invariant.WeightedOp{cwdOp(g), {W: 4, F: func() string { return configEdit(g) }}})))
 }
 
 // configEdit draws an edit of the existing site's settings (issue 32,
@@ -108,6 +129,9 @@ func (m *machine) Exec(r *invariant.Run, p invariant.Parsed, argv []string) (inv
 	if res.Killed {
 		r.C.Kills["inside a step"]++
 	}
+	if res.Code == codeHung {
+		return res, r.Fail("I3", "%s hung:\n%s", strings.Join(argv, " "), invariant.Tail(res.Out))
+	}
 	return res, nil
 }
 
@@ -144,9 +168,8 @@ func (m *machine) RunPrinted(r *invariant.Run, what, line string) (invariant.Res
 		return invariant.Result{Out: fmt.Sprint(err), Code: 2}, nil
 	}
 	if invariant.IsScript(argv) {
-		// A strategy script: not run in-process (TestInvariant runs them).
-		// It must run from anywhere: an absolute path, and the state dir
-		// named when it is relative.
+		// A strategy script: it must run from anywhere: an absolute path,
+		// and the state dir named when it is relative.
 		r.C.Scripts++
 		if !filepath.IsAbs(argv[0]) {
 			return invariant.Result{}, r.Fail("I3", "a printed command names its script by a relative path: %s", line)
@@ -157,7 +180,6 @@ func (m *machine) RunPrinted(r *invariant.Run, what, line string) (invariant.Res
 			}
 			return invariant.Result{}, r.Fail("I3", "a printed command does not name the state dir, which is relative here (pasted elsewhere it opens another): %s", line)
 		}
-		return invariant.Result{Code: invariant.CodeNotRun}, nil
 	}
 	dir := m.pasteDir()
 	if dir != "" {
