@@ -49,6 +49,10 @@ func Advice(out, lastActive string) string {
 			for _, prose := range []string{" first", " finishes it"} {
 				m = strings.TrimSuffix(m, prose)
 			}
+			// "…/recreate.sh exited 3" reports a step's outcome: no advice.
+			if strings.Contains(m, " exited ") {
+				continue
+			}
 			if !placeholderRE.MatchString(anyEnvRE.ReplaceAllString(m, "")) {
 				cands = append(cands, m)
 			}

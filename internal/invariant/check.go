@@ -655,7 +655,10 @@ func (r *Run) checkI4(pre before, argv []string, res Result) *Violation {
 	if !ok {
 		return nil // a pointer to no record is damage: met by the damage checks
 	}
-	if strings.Contains(res.Out, "the previous deployment is in place") && !r.H.Healthy(active) {
+	// A run that closed before it changed anything ("slot a untouched")
+	// claims the slot is as it was, not that it passes its gate: a workload
+	// broken before the run stays broken, and is no run's doing.
+	if strings.Contains(res.Out, "the previous deployment is in place") && !strings.Contains(res.Out, " untouched\n") && !r.H.Healthy(active) {
 		return r.Fail("I4", "%s says the previous deployment is in place, but the active slot %s fails its gate:\n%s", strings.Join(argv, " "), active, Tail(res.Out))
 	}
 	if len(argv) > 2 && argv[0] == "kubectl-bundle-switch" && argv[1] == "accept" && HasFlag(argv, "--if-soaked") && res.Code == 0 && pre.switchPhase == "SWITCHED" {

@@ -428,7 +428,10 @@ func (j *Journal) Abort() (*Transaction, []string, error) {
 	if t.Phase == Aborted {
 		return t, Cleanup(t), nil
 	}
-	if ok, why := abortable(t.Strategy, t.Phase); !ok {
+	// With no previous package recorded there is nothing to restore or
+	// rebuild: past its changing step, such an update can only be closed.
+	nothingToRestore := t.Strategy != BlueGreen && t.Fallback == ""
+	if ok, why := abortable(t.Strategy, t.Phase); !ok && !nothingToRestore {
 		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, j.nextLine(t))}
 	}
 	cleanup := Cleanup(t)

@@ -151,6 +151,26 @@ func TestAbort(t *testing.T) {
 	}
 }
 
+// TestAbortPastDeployWithNothingToRestore: an in-place update past its
+// deploy is closed by its restore; with no previous package recorded
+// there is none, and abort is the way out (with one, it refuses).
+func TestAbortPastDeployWithNothingToRestore(t *testing.T) {
+	for _, fallback := range []string{"", "z"} {
+		j := newJournal(t)
+		j.Begin(BeginOptions{Strategy: InPlace, Target: "x", Fallback: fallback, Slots: Slots{Active: "a"}})
+		j.Start(Verified)
+		j.Done(Verified)
+		j.Start(Deploying)
+		_, _, err := j.Abort()
+		switch {
+		case fallback == "" && err != nil:
+			t.Errorf("nothing to restore: abort refused: %v", err)
+		case fallback != "" && !isConflict(err):
+			t.Errorf("a fallback to restore: abort %v, want refused", err)
+		}
+	}
+}
+
 func TestCorruptNeverMeansNoTransaction(t *testing.T) {
 	j := newJournal(t)
 	j.Begin(BeginOptions{Strategy: InPlace, Target: "x"})
@@ -336,7 +356,7 @@ func TestScriptPathFindsTheInstalledScripts(t *testing.T) {
 	if got := ScriptPath(InPlace); got != want {
 		t.Errorf("installed: %q, want %q", got, want)
 	}
-	tx := &Transaction{Strategy: InPlace, Target: strings.Repeat("1", 64), Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusFailed,
+	tx := &Transaction{Strategy: InPlace, Target: strings.Repeat("1", 64), Fallback: strings.Repeat("2", 64), Package: "/site/pkg.tar.zst", Phase: Deploying, Status: StatusFailed,
 		Steps: []Step{{Phase: Deploying, Status: StatusFailed, Error: "boom"}}}
 	if got := Next(tx).Command; got != want+" /site/pkg.tar.zst" {
 		t.Errorf("next command %q, want %q", got, want+" /site/pkg.tar.zst")

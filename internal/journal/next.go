@@ -258,12 +258,8 @@ func NextWithGateFile(t *Transaction, v *Verification, soak *Soak, failing *Fail
 func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingGate, gateErr error) NextStep {
 	n := NextStep{Phases: Legal(t)}
 	script := ScriptPath(t.Strategy)
-	apply := advice.Program(script)
-	if t.Strategy == BlueGreen {
-		apply = apply.With("apply")
-	}
 	material := v.Args()
-	apply = apply.With(pkgArg(t)).With(material...).With(t.Gate.Args()...)
+	apply := ApplyCmd(t, v)
 	hint := ""
 	if material == nil {
 		hint = "; " + MaterialHint
@@ -331,6 +327,12 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 		// way back is named too.
 		n.Do(apply, advice.Program(script, "revert").With(material...))
 		n.Why = fmt.Sprintf("the switch to the candidate failed (%s): re-running the orchestrator retries it, once what failed is fixed; to stay on the previous slot instead, revert switches back to it and destroys the candidate", t.Step(t.Phase).Error)
+	case t.Status == StatusFailed && t.Strategy != BlueGreen && t.Fallback == "":
+		// The run's recovery restores the fallback: with none recorded, a
+		// re-run fails the same way for ever.
+		n.Do(advice.Plugin("journal", "abort"))
+		n.Why = fmt.Sprintf("%s failed (%s), and no previous package is recorded for slot %s: there is nothing to restore, and re-running the orchestrator fails the same way; abort closes the transaction (slot %s stays as the failed step left it: kubectl bundle-slot describe %s shows it)",
+			t.Phase, t.Step(t.Phase).Error, t.Slots.Active, t.Slots.Active, t.Slots.Active)
 	case t.Status == StatusFailed:
 		n.Do(apply)
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
@@ -352,6 +354,16 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 	}
 	n.Why += hint
 	return n
+}
+
+// ApplyCmd is the line that runs t's strategy script again: its package,
+// the verification material v (nil: none) and t's gate.
+func ApplyCmd(t *Transaction, v *Verification) advice.Cmd {
+	apply := advice.Program(ScriptPath(t.Strategy))
+	if t.Strategy == BlueGreen {
+		apply = apply.With("apply")
+	}
+	return apply.With(pkgArg(t)).With(v.Args()...).With(t.Gate.Args()...)
 }
 
 func pkgArg(t *Transaction) string {

@@ -197,6 +197,20 @@ func writeTxn(streams kcli.IOStreams, common *kcli.Common, d *state.Dir, t *jour
 // began t with (journal begin --key, ...), else that of t's target as its
 // staged record keeps it, when the target is staged.
 func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
+	t, v := materialOf(d, t)
+	return withStateDir(d, journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t)))
+}
+
+// rerunOf is the line that runs t's strategy script again, as nextOf
+// names it: its package by a file, its verification material, its gate.
+func rerunOf(d *state.Dir, t *journal.Transaction) advice.Cmd {
+	t, v := materialOf(d, t)
+	return journal.ApplyCmd(t, v).WithEnv(d.CommandEnv())
+}
+
+// materialOf is t with its package named by a file, and the verification
+// material the script began t with, else that of t's staged target.
+func materialOf(d *state.Dir, t *journal.Transaction) (*journal.Transaction, *journal.Verification) {
 	var v *journal.Verification
 	if t.Verify.Args() != nil {
 		v = t.Verify
@@ -216,7 +230,7 @@ func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 			}
 		}
 	}
-	return withStateDir(d, journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t)))
+	return t, v
 }
 
 // withStateDir starts n's commands with the state dir when a pasted command

@@ -18,6 +18,7 @@ import (
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -185,6 +186,10 @@ func doubt(d *state.Dir, t *journal.Transaction, p journal.Phase, c site.Claim, 
 	switch {
 	case claimed && c.Change == site.ChangeDeploy:
 		err = st.Holds(c.Slot, c.Digest)
+		if errors.As(err, new(*record.NotFoundError)) && !st.Lineage(c.Slot).Exists {
+			// Destroyed since (a forced destroy): what the step deployed is gone.
+			err = &site.WorldError{Msg: fmt.Sprintf("slot %s was destroyed since", c.Slot)}
+		}
 	case claimed && c.Change == site.ChangeCreate:
 		rec, lerr := st.Slot(c.Slot)
 		switch {
@@ -201,6 +206,16 @@ func doubt(d *state.Dir, t *journal.Transaction, p journal.Phase, c site.Claim, 
 	case p == journal.Healthy:
 		// This run's gate: the run began after the slot was last gated.
 		err = st.FreshGate(site.GatedSlot(t), t.Target, runSince(d), time.Now(), site.GateFresh)
+	case p == journal.Verified && t.Target != "":
+		// The steps after it take the package from the stage: a staged
+		// copy removed or changed since is verified and staged again.
+		pkg, lerr := stage.Lookup(d, &stage.Ref{Digest: t.Target})
+		if lerr == nil {
+			lerr = pkg.Check()
+		}
+		if lerr != nil {
+			err = &site.WorldError{Msg: fmt.Sprintf("package %s is no longer staged as it was verified", t.Target[:min(12, len(t.Target))])}
+		}
 	}
 	// A record lost or damaged is not the slot's word: the step's own
 	// checks (and the guard) name its repair.
@@ -244,7 +259,7 @@ func confirmCommit(d *state.Dir, t *journal.Transaction, p journal.Phase) error 
 	}
 	if err != nil {
 		return &site.WorldError{Msg: fmt.Sprintf("refusing to commit transaction %s: %v; nothing was recorded; gate it again (%s) or re-run the script, which gates it again before it commits: %s",
-			t.ID, err, d.Plugin("gate", "--slot", t.Slots.Active, "--record"), advice.Program(journal.ScriptPath(t.Strategy)).WithEnv(d.CommandEnv()))}
+			t.ID, err, d.Plugin("gate", "--slot", t.Slots.Active, "--record"), rerunOf(d, t))}
 	}
 	return nil
 }

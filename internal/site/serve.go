@@ -235,7 +235,9 @@ func (s *Site) CheckActiveRecord(active string) error {
 	if !errors.As(err, new(*record.NotFoundError)) {
 		return nil // present, or damaged: the record's own error says so
 	}
-	if t := s.txnOrNil(); t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active {
+	if t := s.txnOrNil(); t != nil && t.Strategy == journal.Recreate && t.Slots.Active == active && !s.Lineage(active).Exists {
+		// Torn down by the recreate, not built again yet: no damage. Built
+		// again (the history says so) and its record gone: lost.
 		return nil
 	}
 	if s.SoakGone(active) != "" {
