@@ -443,15 +443,17 @@ func (r *Run) checkDamageMet(pre before, argv []string, res Result) *Violation {
 		return nil
 	}
 	for _, t := range pre.damaged {
-		if strings.Contains(res.Out, "the previous deployment is in place") && r.StillDamaged(t) {
-			return r.Fail("D", "%s says the previous deployment is in place while %s is damaged (exit %d):\n%s", strings.Join(argv, " "), t, res.Code, Tail(res.Out))
-		}
 		relevant := true
 		if sl, ok := strings.CutPrefix(t, "slot-"); ok {
-			relevant = Names(argv, sl) || IsScript(argv) || sl == pre.active
+			// An update in place (in-place.sh, recreate.sh) acts on the
+			// active slot only; blue/green on both.
+			relevant = Names(argv, sl) || strings.HasSuffix(argv[0], "blue-green.sh") || sl == pre.active
 		}
 		if !relevant {
 			continue
+		}
+		if strings.Contains(res.Out, "the previous deployment is in place") && r.StillDamaged(t) {
+			return r.Fail("D", "%s says the previous deployment is in place while %s is damaged (exit %d):\n%s", strings.Join(argv, " "), t, res.Code, Tail(res.Out))
 		}
 		after := r.StillDamaged(t)
 		switch {

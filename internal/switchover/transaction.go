@@ -57,6 +57,12 @@ func (s *Switcher) checkTransaction(t *journal.Transaction, target string, force
 			return &ConflictError{fmt.Sprintf("transaction %s was interrupted in step %s (no process runs it): finish it first with the command %s prints, or pass --force", t.ID, t.Phase, s.Dir.Plugin("journal", "status"))}
 		}
 	}
+	if t.Strategy != journal.BlueGreen && target != "" && t.Slots.Active != "" && target != t.Slots.Active && !force {
+		// An update in place commits on the slot it began on: moved away
+		// from it, the update would commit on a slot that does not serve.
+		return &ConflictError{fmt.Sprintf("transaction %s (%s) updates slot %s, which stays the active slot until it ends: finish it first with the command %s prints (or abort it), then switch; or pass --force",
+			t.ID, t.Strategy, t.Slots.Active, s.Dir.Plugin("journal", "status"))}
+	}
 	if t.Strategy == journal.BlueGreen && target != "" && t.Slots.Candidate != "" && target != t.Slots.Candidate && target != t.Slots.Active {
 		return &ConflictError{fmt.Sprintf("transaction %s switches between slots %s and %s, not to %s", t.ID, t.Slots.Active, t.Slots.Candidate, target)}
 	}
