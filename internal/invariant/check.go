@@ -445,9 +445,7 @@ func (r *Run) checkDamageMet(pre before, argv []string, res Result) *Violation {
 	for _, t := range pre.damaged {
 		relevant := true
 		if sl, ok := strings.CutPrefix(t, "slot-"); ok {
-			// An update in place (in-place.sh, recreate.sh) acts on the
-			// active slot only; blue/green on both.
-			relevant = Names(argv, sl) || strings.HasSuffix(argv[0], "blue-green.sh") || sl == pre.active
+			relevant = Names(argv, sl) || sl == pre.active || IsScript(argv) && scriptActsOn(pre, argv, sl)
 		}
 		if !relevant {
 			continue
@@ -695,6 +693,16 @@ func (r *Run) checkI4(pre before, argv []string, res Result) *Violation {
 		}
 	}
 	return nil
+}
+
+// scriptActsOn: a strategy run acts on slot sl (besides the active
+// slot): the open transaction's slots, the slot kept during a soak, and,
+// for a blue-green apply beginning, any slot (it picks its candidate).
+func scriptActsOn(pre before, argv []string, sl string) bool {
+	if pre.txn != nil {
+		return sl == pre.txn.Slots.Active || sl == pre.txn.Slots.Candidate
+	}
+	return sl == pre.soaking || strings.HasSuffix(argv[0], "blue-green.sh") && len(argv) > 1 && argv[1] == "apply"
 }
 
 // Names reports whether the command names slot sl.

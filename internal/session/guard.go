@@ -185,11 +185,11 @@ func (s *Session) protectedAdvice(p *Protection, name string, c Change) string {
 			t.ID, script, p.Soaking, p.Active, script, p.Active)
 	}
 	switch {
-	case name == p.Soaking && p.Unfinished() != "":
+	case name == p.Soaking && !p.Unfinished().IsZero():
 		// Nothing soaks yet (accept and back refuse): the switch is
 		// completed first, as switch status says (an adopt or a switch
 		// killed half way).
-		return "complete the switch first: " + p.Unfinished() + " (then the soak it starts is accepted or reverted)"
+		return "complete the switch first: " + p.Unfinished().WithEnv(s.Dir.CommandEnv()).String() + " (then the soak it starts is accepted or reverted)"
 	case name == p.Soaking && p.Switch == nil && p.Active != "":
 		// Only the history keeps the soak (switch.json is gone): accept
 		// and back refuse without a record, so the repair writes it again

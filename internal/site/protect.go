@@ -300,17 +300,16 @@ func (s *Site) Protection() (*Protection, error) {
 }
 
 // Unfinished is the command that completes the switch the record says
-// did not finish ("" when it finished): the one switch status names.
-func (p *Protection) Unfinished() string {
+// did not finish (none when it finished): the one switch status names.
+func (p *Protection) Unfinished() advice.Cmd {
 	switch {
 	case p.Switch == nil:
-		return ""
 	case p.Switch.Phase == record.PhaseSwitching && p.Switch.Target != "":
-		return "kubectl bundle-switch to " + p.Switch.Target
+		return advice.Plugin("switch", "to", p.Switch.Target)
 	case p.Switch.Phase == record.PhaseSwitchingBack:
-		return "kubectl bundle-switch back"
+		return advice.Plugin("switch", "back")
 	}
-	return ""
+	return advice.Cmd{}
 }
 
 // Why says why name is protected ("" when it is not).
@@ -319,7 +318,7 @@ func (p *Protection) Why(name string) string {
 	case p.Active:
 		return "it is the active slot"
 	case p.Soaking:
-		if p.Unfinished() != "" {
+		if !p.Unfinished().IsZero() {
 			return "it is an end of a switch that did not finish (kubectl bundle-switch status says INTERRUPTED), kept until it does"
 		}
 		return "it is the previous slot, kept as the revert target while the switch soaks"

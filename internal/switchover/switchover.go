@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
@@ -224,7 +225,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 	if errors.As(err, new(*slot.NotFoundError)) {
 		if t, terr := s.transaction(); terr == nil {
 			if a, aerr := s.Active(); aerr == nil && a == target && site.Read(s.Dir).SoakGone(target) != "" {
-				return nil, &ConflictError{goneSoaking(target, t.Slots.Active)}
+				return nil, &ConflictError{goneSoaking(s.Dir, target, t.Slots.Active)}
 			}
 		}
 	}
@@ -447,9 +448,9 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 // goneSoaking refuses to accept, or switch again to, slot target that
 // soaks and is gone (destroyed with --force): accepting it would retire
 // previous, the slot that still holds the previous deployment.
-func goneSoaking(target, previous string) string {
-	return fmt.Sprintf("slot %s, the slot soaking, is gone (destroyed with --force): there is nothing to accept or switch to, and slot %s still holds the previous deployment. Go back to it: %s revert (without the script: kubectl bundle-switch back)",
-		target, previous, journal.ScriptPath(journal.BlueGreen))
+func goneSoaking(d *state.Dir, target, previous string) string {
+	return fmt.Sprintf("slot %s, the slot soaking, is gone (destroyed with --force): there is nothing to accept or switch to, and slot %s still holds the previous deployment. Go back to it: %s (without the script: %s)",
+		target, previous, advice.Program(journal.ScriptPath(journal.BlueGreen), "revert").WithEnv(d.CommandEnv()), d.Plugin("switch", "back"))
 }
 
 // goneTarget refuses to accept slot target, switched to with no
@@ -457,8 +458,8 @@ func goneSoaking(target, previous string) string {
 // that was known good, and the way on is back to it.
 func goneTarget(d *state.Dir, target, previous string) string {
 	if !site.Read(d).Lineage(target).Destroyed {
-		return fmt.Sprintf("slot %s, the slot switched to, has no record (destroyed, or its record lost): there is nothing known to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. If slot %s still runs, rebuild its record: kubectl bundle-slot repair %s; else go back to slot %s: %s",
-			target, previous, target, target, previous, site.Read(d).PointerRepair(target, previous))
+		return fmt.Sprintf("slot %s, the slot switched to, has no record (destroyed, or its record lost): there is nothing known to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. If slot %s still runs, rebuild its record: %s; else go back to slot %s: %s",
+			target, previous, target, d.Plugin("slot", "repair", target), previous, site.Read(d).PointerRepair(target, previous))
 	}
 	return fmt.Sprintf("slot %s, the slot switched to, is gone (the history says it was destroyed): there is nothing to accept, and accepting would leave slot %s, which still holds the previous deployment, to be retired. Go back to it: %s",
 		target, previous, site.Read(d).PointerRepair(target, previous))
@@ -532,8 +533,8 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		}
 		if errors.As(err, new(*slot.NotFoundError)) {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
-				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (kubectl bundle-journal log shows the previous transaction's fallback digest)",
-				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target)}
+				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (%s shows the previous transaction's fallback digest)",
+				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target, s.Dir.Plugin("journal", "log"))}
 		}
 		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (%s, with a fresh gate)", sw.Target, sw.Previous, s.Dir.Plugin("switch", "to", sw.Previous))}
 	}
@@ -630,7 +631,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 	}
 	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
 		if site.Read(s.Dir).SoakGone(sw.Target) != "" {
-			return nil, &ConflictError{goneSoaking(sw.Target, sw.Previous)}
+			return nil, &ConflictError{goneSoaking(s.Dir, sw.Target, sw.Previous)}
 		}
 		// Without a transaction, too: a target the history says was
 		// destroyed is nothing to accept, and accepting would leave the
@@ -657,14 +658,14 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		}
 	}
 	if sw.Previous != "" && sw.Mode != journal.SwitchRepoint {
-		res.Retire = "kubectl bundle-slot destroy " + sw.Previous
+		res.Retire = s.Dir.Plugin("slot", "destroy", sw.Previous).String()
 	}
 	if sw.Phase == record.PhaseAccepted {
 		if sw.Mode == journal.SwitchRepoint && sw.Previous != "" {
 			if prev, err := slot.Load(s.Dir, sw.Previous); err == nil && len(prev.OwnsWorkloads) > 0 {
 				res.Keeps, res.Owns = prev.Name, prev.OwnsWorkloads
 			} else if err == nil {
-				res.Retire = "kubectl bundle-slot destroy " + sw.Previous
+				res.Retire = s.Dir.Plugin("slot", "destroy", sw.Previous).String()
 			}
 		}
 		res.Accepted = true
@@ -697,7 +698,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 			}
 			res.Keeps, res.Owns = sw.Previous, owns
 			if len(owns) == 0 {
-				res.Keeps, res.Retire = "", "kubectl bundle-slot destroy "+sw.Previous
+				res.Keeps, res.Retire = "", s.Dir.Plugin("slot", "destroy", sw.Previous).String()
 			}
 		}
 		if err := s.releaseWorkloads(sw.Target); err != nil {
