@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
@@ -352,6 +353,11 @@ func (x *run) bgRevert() error {
 			return err
 		}
 		if t == nil {
+			// A transaction lost (transaction.json gone, the history
+			// says it is open) is damage, never "nothing to revert".
+			if _, err := site.Read(x.d).Txn(); err != nil {
+				return x.refuse(kcli.ExitCode(err), err.Error())
+			}
 			if out, _ := x.output("switch", "status", "-o", "jsonpath={.mode}/{.phase}"); out == "repoint/ACCEPTED" {
 				// An accepted S1 update kept the old slot for its workload
 				// clusters: the switch's refusal names them.
