@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
@@ -267,6 +268,9 @@ func (x *run) bgAccept() error {
 		if err := x.checkOpen(); err != nil {
 			return err
 		}
+		if err := x.notSwitched(t, "accept"); err != nil {
+			return err
+		}
 		if t != nil && t.Slots.Active != "" && !x.donePhase(journal.Retired) && t.SwitchMode != journal.SwitchRepoint {
 			if err := x.confirmLosses(t.Slots.Active, "retiring slot "+t.Slots.Active); err != nil {
 				return err
@@ -327,6 +331,18 @@ func (x *run) bgAccept() error {
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
 }
 
+// notSwitched refuses op (revert, accept) of a blue-green transaction
+// that has not switched to its candidate: the previous slot still
+// serves, there is no soak to end, and the switch back or the retire
+// would act on the slot that serves.
+func (x *run) notSwitched(t *journal.Transaction, op string) error {
+	if t == nil || t.Strategy != journal.BlueGreen || t.Step(journal.Switched) != nil {
+		return nil
+	}
+	return x.refuse(4, fmt.Sprintf("transaction %s has not switched to slot %s: slot %s is still active and serving, so there is nothing to %s; nothing was changed. Finish the update (%s names the apply that gates slot %s and switches), or abandon it (%s, then %s)",
+		t.ID, t.Slots.Candidate, t.Slots.Active, op, x.d.Plugin("journal", "status"), t.Slots.Candidate, x.d.Plugin("journal", "abort"), x.d.Plugin("slot", "destroy", t.Slots.Candidate)))
+}
+
 // revertHelp is what helps when the previous slot fails its gate.
 func (x *run) revertHelp(slot string) {
 	x.warn("see what fails: kubectl bundle-gate --slot %s %s", slot, strings.Join(quoteAll(x.r.gate), " "))
@@ -352,6 +368,11 @@ func (x *run) bgRevert() error {
 			return err
 		}
 		if t == nil {
+			// A transaction lost (transaction.json gone, the history
+			// says it is open) is damage, never "nothing to revert".
+			if _, err := site.Read(x.d).Txn(); err != nil {
+				return x.refuse(kcli.ExitCode(err), err.Error())
+			}
 			if out, _ := x.output("switch", "status", "-o", "jsonpath={.mode}/{.phase}"); out == "repoint/ACCEPTED" {
 				// An accepted S1 update kept the old slot for its workload
 				// clusters: the switch's refusal names them.
@@ -364,6 +385,9 @@ func (x *run) bgRevert() error {
 		c, p := t.Slots.Candidate, t.Slots.Active
 		if site.Accepted(t) {
 			return x.refuse(4, fmt.Sprintf("transaction %s was accepted: slot %s stays active and slot %s is no revert target any more, so there is nothing to revert; finish the update with: %s", t.ID, c, p, x.self("accept")))
+		}
+		if err := x.notSwitched(t, "revert"); err != nil {
+			return err
 		}
 		if err := x.checkGateFile("revert"); err != nil {
 			return err

@@ -158,6 +158,15 @@ func parseArgs(args []string, script string, getenv func(string) string, statPac
 			r.rerun = append([]string{"--key", k}, r.rerun...)
 		}
 	}
+	if g := getenv("KUBECTL_BUNDLE_GATE"); r.gateFile == "" && g != "" && r.op != "accept" {
+		// The site's gate, as --gate names one: absolute, checked before
+		// the first step, recorded and named in the printed commands, so
+		// that a re-run from another directory gates with the same file.
+		r.gateFile = abs(g)
+		r.gate = append(r.gate, "-f", r.gateFile)
+		r.rerun = append(r.rerun, "--gate", r.gateFile)
+		r.begin = append(r.begin, "--gate", r.gateFile)
+	}
 	identity, err := airgapIdentity(getenv)
 	if err != nil {
 		return nil, err

@@ -246,6 +246,12 @@ func envStep() string { return os.Getenv(EnvStep) }
 func (s *Session) firstInstall() string {
 	steps := []string{"kubectl bundle-slot create a", "kubectl bundle-verify --stage PACKAGE --key KEY", "kubectl bundle-slot deploy a PACKAGE",
 		"kubectl bundle-gate --slot a --record", "kubectl bundle-switch to a"}
+	// The first configured slot (slots: in config.yaml), whatever it is
+	// named ("a" is only the default's), unless one is ready already.
+	name := "a"
+	if cfg, err := slot.LoadConfig(s.Dir.Join("config.yaml"), os.Getenv, nil); err == nil && len(cfg.Slots) > 0 {
+		name = cfg.Slots[0]
+	}
 	names, _ := slot.List(s.Dir)
 	for _, n := range names {
 		rec, err := slot.Load(s.Dir, n)
@@ -256,10 +262,11 @@ func (s *Session) firstInstall() string {
 		if rec.Package != nil {
 			steps = steps[2:]
 		}
-		for i := range steps {
-			steps[i] = strings.ReplaceAll(steps[i], " a", " "+n)
-		}
+		name = n
 		break
+	}
+	for i := range steps {
+		steps[i] = strings.ReplaceAll(steps[i], " a", " "+name)
 	}
 	return strings.Join(steps, ", then ")
 }

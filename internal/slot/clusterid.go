@@ -200,9 +200,12 @@ func (m *Manager) otherSlotIs(name string, id *ClusterID, what string) error {
 
 // otherClusters is, for preflight, the identity of every other slot's
 // cluster: recorded in its record, else read through its record's
-// context (a record written before identities), else, for a slot
-// config.yaml names that has no record yet, through its configured
-// context. Slots that cannot be identified are left out.
+// context, whatever its provider (a record written before identities,
+// or a kind slot, whose record names none: an existing slot given the
+// context of a kind slot, or the alias that reaches it, is that
+// cluster), else, for a slot config.yaml names that has no record yet,
+// through its configured context. Slots that cannot be identified are
+// left out.
 func (m *Manager) otherClusters(ctx context.Context, name string) map[string]*ClusterID {
 	out := map[string]*ClusterID{}
 	names, _ := List(m.Dir)
@@ -215,7 +218,7 @@ func (m *Manager) otherClusters(ctx context.Context, name string) map[string]*Cl
 		case err != nil:
 		case rec.ClusterID != nil:
 			out[n] = rec.ClusterID
-		case rec.Provider == ProviderExisting:
+		case rec.Context != "":
 			if id, err := identifyContext(ctx, rec.Kubeconfig, rec.Context); err == nil {
 				out[n] = id
 			}

@@ -38,6 +38,13 @@ func (existingProvider) Preflight(ctx context.Context, m *Manager, rep *Prefligh
 		rep.add("context", false, "no kube context configured for slot %s: pass --context (and --kubeconfig), or set existing.%s.context in config.yaml", rep.Slot, rep.Slot)
 		return
 	}
+	if es.Context == m.Config.AliasContext {
+		// The alias follows the active slot: a slot reached through it
+		// would reach whichever slot is active, its revert target too.
+		rep.add("context", false, "context %s is the alias kubectl bundle-switch points at the active slot (aliasContext): slot %s would follow it to the other slot's cluster at the next switch; give slot %s a context of its own cluster in config.yaml (existing.%s.context, or --context)",
+			es.Context, rep.Slot, rep.Slot, rep.Slot)
+		return
+	}
 	cfg, err := restConfig(es.Kubeconfig, es.Context)
 	if err != nil {
 		rep.add("context", false, "%v", err)
