@@ -349,6 +349,12 @@ func (x *run) finish(code int, why string) error {
 			why = "rollback incomplete"
 		}
 		result = "RESULT: FAIL (" + why + ": kubectl bundle-journal status says what to run next)"
+		if x.r.op == "revert" {
+			// During a soak journal status offers accept first, which
+			// retires the slot this run goes back to: a revert that
+			// stopped goes on by its own re-run.
+			result = "RESULT: FAIL (" + why + "): to go on reverting, run: " + x.rerun().String()
+		}
 	}
 	summary := ""
 	for _, l := range x.sc.Summary {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -89,6 +90,9 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	// A step that changes the active slot starts only while the way back
 	// is usable: nothing is recorded and nothing runs otherwise.
 	if err := s.FallbackUsable(t, p, "start "+command); err != nil {
+		return err
+	}
+	if err := rebuildable(s.dir, t, p, "start "+command); err != nil {
 		return err
 	}
 	// The step is owned by this live process: it holds the step lock until
@@ -285,4 +289,23 @@ func relock(streams kcli.IOStreams, cmd *cli.Command, step string) (*session, er
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// rebuildable: a recreate's TEARDOWN starts only while the slot can be
+// created again, by the update or by the way back: the zarf init package
+// its create takes is in the archives (issue 32, class 1: the way back
+// checked before the step that changes the active slot, on every run).
+func rebuildable(d *state.Dir, t *journal.Transaction, p journal.Phase, what string) error {
+	if t.Strategy != journal.Recreate || p != journal.Teardown {
+		return nil
+	}
+	cfg, err := slot.LoadConfig(d.Join("config.yaml"), os.Getenv, nil)
+	if err != nil {
+		return errkind.Wrap(errkind.Environment, err)
+	}
+	if _, err := (&slot.Manager{Dir: d, Config: cfg}).InitPackage(); err != nil {
+		return errkind.New(errkind.Environment, "refusing to %s in step %s of transaction %s: slot %s could not be created again (by the update or by the way back): %v; nothing was changed; put it back, then re-run the same command",
+			what, p, t.ID, t.Slots.Active, err)
+	}
+	return nil
 }
