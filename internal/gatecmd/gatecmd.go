@@ -24,9 +24,11 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/gate"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/kubeflags"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/session"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -148,6 +150,17 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 		if cmd.Bool("record") {
 			if err := ss.Check(); err != nil {
 				return err
+			}
+			// The journal's own damage (a history cut, a lost transaction)
+			// is named before any refusal of the slot's (its repair first).
+			if _, err := site.Read(ss.Dir).Txn(); err != nil {
+				return err
+			}
+			switch cut, err := journal.New(ss.Dir).CutHistory(); {
+			case err != nil:
+				return err
+			case cut != nil:
+				return errkind.Wrap(errkind.Environment, cut)
 			}
 		}
 		if rec, err = ss.LoadSlot(slotName); err != nil {
