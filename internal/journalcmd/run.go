@@ -303,7 +303,7 @@ func rebuildable(d *state.Dir, t *journal.Transaction, p journal.Phase, what str
 	if err != nil {
 		return errkind.Wrap(errkind.Environment, err)
 	}
-	if _, err := (&slot.Manager{Dir: d, Config: cfg}).InitPackage(); err != nil {
+	if err := (&slot.Manager{Dir: d, Config: cfg}).Recreatable(t.Slots.Active); err != nil {
 		return errkind.New(errkind.Environment, "refusing to %s in step %s of transaction %s: slot %s could not be created again (by the update or by the way back): %v; nothing was changed; put it back, then re-run the same command",
 			what, p, t.ID, t.Slots.Active, err)
 	}

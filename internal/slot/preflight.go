@@ -156,3 +156,18 @@ func parseBytes(s string) (int64, error) {
 }
 
 func bytesIEC(b int64) string { return units.IEC(b) }
+
+// Recreatable says why slotName could not be created again now: the
+// zarf init package its create runs is missing. An existing cluster
+// created without init needs nothing from the archives.
+func (m *Manager) Recreatable(slotName string) error {
+	p, err := m.provider()
+	if err != nil {
+		return err
+	}
+	if p.Name() == ProviderExisting && !m.Config.Existing[slotName].Init {
+		return nil
+	}
+	_, err = m.InitPackage()
+	return err
+}
