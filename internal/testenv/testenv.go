@@ -104,6 +104,9 @@ func start(crdDirs []string) (*envtest.Environment, *rest.Config, error) {
 		// envtest's 20 s is short on two loaded cores: kube-apiserver and
 		// etcd then miss it, and the retries miss it too.
 		ControlPlaneStartTimeout: 90 * time.Second,
+		// Its 10 s for the CRDs to be served is short there too: CI
+		// failed a script at "waiting for CRDs to appear as API resources".
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 90 * time.Second},
 	}
 	cfg, err := env.Start()
 	if err != nil {
