@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -312,5 +313,59 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 		if d.IsDir() && !strings.Contains(string(doc), "`"+d.Name()+"`") && !strings.Contains(string(doc), "internal/"+d.Name()) {
 			t.Errorf("docs/architecture.md does not name the package internal/%s: say what it owns", d.Name())
 		}
+	}
+}
+
+// TestNoLibraryBuildsCommandLines: what an operator is told to run is an
+// advice value (internal/advice), rendered in one place, with the state
+// dir it acts on; no library writes a `kubectl bundle-…` line into a
+// string. The command packages keep their help text (Usage, Description,
+// the package-level help strings); everything else they print is checked
+// too. internal/invariant is exempt: its lines are what the test drives
+// through sh, not advice.
+func TestNoLibraryBuildsCommandLines(t *testing.T) {
+	exempt := map[string]bool{"internal/advice": true, "internal/cli": true, "internal/invariant": true}
+	line := regexp.MustCompile(`kubectl bundle-(slot|journal|switch|verify|gate)\b`)
+	files, err := filepath.Glob("internal/*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("internal/*/*/*.go")
+	checked := 0
+	for _, f := range append(files, more...) {
+		dir := filepath.ToSlash(filepath.Dir(f))
+		if strings.HasSuffix(f, "_test.go") || exempt[dir] {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		bad := func(lit ast.Node) {
+			if b, ok := lit.(*ast.BasicLit); ok && b.Kind == token.STRING {
+				if v, _ := strconv.Unquote(b.Value); line.MatchString(v) {
+					t.Errorf("%s builds a command line in a string: %.90q; make it an advice value (advice.Plugin, state.Dir.Plugin)", f, v)
+				}
+			}
+		}
+		help := map[string]bool{"Usage": true, "UsageText": true, "Description": true, "ArgsUsage": true}
+		for _, decl := range parsed.Decls {
+			if gd, ok := decl.(*ast.GenDecl); ok && strings.HasSuffix(dir, "cmd") && (gd.Tok == token.CONST || gd.Tok == token.VAR) {
+				continue // a command package's help text
+			}
+			ast.Inspect(decl, func(n ast.Node) bool {
+				if kv, ok := n.(*ast.KeyValueExpr); ok && strings.HasSuffix(dir, "cmd") {
+					if k, ok := kv.Key.(*ast.Ident); ok && help[k.Name] {
+						return false
+					}
+				}
+				bad(n)
+				return true
+			})
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d files checked: run from the repository root", checked)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/sigblob"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -53,7 +54,7 @@ type Exported struct {
 type NotFoundError struct{ ID, Path string }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("no evidence of transaction %s (%s): kubectl bundle-journal evidence --list shows the transactions that have some", e.ID, e.Path)
+	return fmt.Sprintf("no evidence of transaction %s (%s): %s shows the transactions that have some", e.ID, e.Path, advice.Plugin("journal", "evidence", "--list"))
 }
 
 // Export writes the evidence of id, with the history events of id read

@@ -90,7 +90,7 @@ func Command(streams kcli.IOStreams) *cli.Command {
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {
-				return kcli.Usage("unexpected argument %q: kubectl bundle-gate takes flags only", cmd.Args().First())
+				return kcli.Usage("unexpected argument %q: the gate plugin takes flags only", cmd.Args().First())
 			}
 			return run(ctx, streams, cmd)
 		},
@@ -421,16 +421,16 @@ func record(dir *state.Dir, name string, start *slot.Record, src gateSource, rep
 		return err
 	}
 	if !samePackage(started, rec.Package) {
-		return errkind.New(errkind.Conflict, "slot %s changed under the gate: %s was deployed when the gate started, %s is deployed now; the result is not recorded: run the gate again (kubectl bundle-gate --slot %s --record, with the same gate file)",
-			name, describePackage(started), describePackage(rec.Package), name)
+		return errkind.New(errkind.Conflict, "slot %s changed under the gate: %s was deployed when the gate started, %s is deployed now; the result is not recorded: run the gate again (%s, with the same gate file)",
+			name, describePackage(started), describePackage(rec.Package), ss.Dir.Plugin("gate", "--slot", name, "--record"))
 	}
 	if !start.Deploying.Equal(rec.Deploying) {
 		now := "no deploy is under way now"
 		if rec.Deploying != nil {
 			now = "now: " + rec.Deploying.Describe()
 		}
-		return errkind.New(errkind.Conflict, "slot %s changed under the gate: a deploy into it started, failed or finished while the gate ran (%s); the result is not recorded: run the gate again (kubectl bundle-gate --slot %s --record, with the same gate file)",
-			name, now, name)
+		return errkind.New(errkind.Conflict, "slot %s changed under the gate: a deploy into it started, failed or finished while the gate ran (%s); the result is not recorded: run the gate again (%s, with the same gate file)",
+			name, now, ss.Dir.Plugin("gate", "--slot", name, "--record"))
 	}
 	res := &slot.GateResult{Gate: rep.Gate, Passed: rep.Passed, TimedOut: rep.TimedOut, Time: rep.Finished.UTC(), File: src.File, Digest: src.Digest}
 	for _, f := range rep.Failed() {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 )
 
 // A damaged history's advice is a repair that runs as printed, not "read
@@ -22,7 +24,7 @@ func TestCorruptHistoryRepairRunsAsPrinted(t *testing.T) {
 	f.Close()
 	_, err = j.Load()
 	var ce *CorruptError
-	if !errors.As(err, &ce) || strings.Contains(err.Error(), "journal log") || !strings.Contains(err.Error(), ": "+RepairCommand+"   # ") {
+	if !errors.As(err, &ce) || strings.Contains(err.Error(), "journal log") || !strings.Contains(err.Error(), ": "+repairCommand+"   # ") {
 		t.Fatalf("load: %v", err)
 	}
 	did, err := j.RepairDamage()
@@ -70,7 +72,7 @@ func TestDamagedTransactionRebuiltFromHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = j.Load()
-		if err == nil || !strings.Contains(err.Error(), ": "+RepairCommand+"   # rebuilds it from the history") {
+		if err == nil || !strings.Contains(err.Error(), ": "+repairCommand+"   # rebuilds it from the history") {
 			t.Fatalf("load of %q: %v", damage, err)
 		}
 		if _, err := j.Repair(); err == nil {
@@ -132,7 +134,7 @@ func TestCutHistoryIsReportedNotRepairedSilently(t *testing.T) {
 			_, err = j.Repair()
 			var le *HistoryLossError
 			if !errors.As(err, &le) || le.Lines < 2 || le.Bytes != int64(len(b)-len(keep[:strings.LastIndex(keep, "\n")+1])) ||
-				!strings.Contains(err.Error(), "transaction "+tx.ID) || !strings.HasSuffix(err.Error(), ": "+RepairCommand) {
+				!strings.Contains(err.Error(), "transaction "+tx.ID) || !strings.HasSuffix(err.Error(), ": "+repairCommand) {
 				t.Fatalf("repair of a history %s: %v", cut, err)
 			}
 			if _, err := j.Repair(); err == nil {
@@ -290,7 +292,7 @@ func TestRepairKeepsGoodLinesAroundADamagedOne(t *testing.T) {
 	if err := os.WriteFile(j.histPath(), []byte(damaged), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Load(); err == nil || !strings.Contains(err.Error(), RepairCommand+"   # keeps its readable lines") {
+	if _, err := j.Load(); err == nil || !strings.Contains(err.Error(), repairCommand+"   # keeps its readable lines") {
 		t.Fatalf("load of the damaged history: %v", err)
 	}
 	did, err := j.RepairDamage()
@@ -409,7 +411,7 @@ func TestCutHistoryFoundWithoutTheLock(t *testing.T) {
 		if err != nil || cut == nil || cut.Txn != nil || cut.Open != nil || cut.Lines != 1 || cut.FromSeq != 11 || cut.ToSeq != 11 {
 			t.Fatalf("CutHistory: %+v %v", cut, err)
 		}
-		if m := cut.Meaning(); !strings.Contains(m, "events #11-#11") || !strings.Contains(m, "no update is in progress") || !strings.Contains(m, RepairCommand) {
+		if m := cut.Meaning(); !strings.Contains(m, "events #11-#11") || !strings.Contains(m, "no update is in progress") || !strings.Contains(m, repairCommand) {
 			t.Errorf("meaning %q", m)
 		}
 	})
@@ -452,3 +454,7 @@ func TestCutHistoryFoundWithoutTheLock(t *testing.T) {
 		}
 	})
 }
+
+// repairCommand is the repair as the messages print it for a state dir
+// given by path (no environment to carry).
+var repairCommand = advice.Plugin("journal", "repair").String()

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -296,7 +297,7 @@ func (j *Journal) open() (*Transaction, error) {
 		return nil, err
 	}
 	if t == nil {
-		return nil, &ConflictError{Msg: "no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"}
+		return nil, &ConflictError{Msg: NoTransactionMsg(j.dir)}
 	}
 	return t, nil
 }
@@ -402,6 +403,11 @@ func (j *Journal) Reopen(p Phase, why string) (*Transaction, error) {
 	return t, j.commit(t, t.Seq+1, Event{Type: EventStep, Phase: p, Status: StatusStarted, Error: "done again: " + why})
 }
 
+// NoTransactionMsg says that d has no transaction open, and how one begins.
+func NoTransactionMsg(d *state.Dir) string {
+	return "no transaction in progress; start one with: " + d.Plugin("journal", "begin", "--strategy", "STRATEGY", "--package", "PATH|DIGEST").String()
+}
+
 func (j *Journal) illegal(t *Transaction, verb string, p Phase) error {
 	return &ConflictError{Msg: fmt.Sprintf("cannot %s %s: transaction %s (%s) is in %s (%s); legal next: %s",
 		verb, p, t.ID, t.Strategy, t.Phase, t.Status, phaseList(Legal(t)))}
@@ -409,7 +415,7 @@ func (j *Journal) illegal(t *Transaction, verb string, p Phase) error {
 
 func phaseList(ps []Phase) string {
 	if len(ps) == 0 {
-		return "none (the transaction is final: kubectl bundle-journal end)"
+		return "none (the transaction is final: " + advice.Plugin("journal", "end").String() + ")"
 	}
 	s := make([]string, len(ps))
 	for i, p := range ps {
@@ -420,13 +426,13 @@ func phaseList(ps []Phase) string {
 
 // Abort records ABORTED where the strategy says aborting is safe, and
 // returns the cleanup the operator must still run.
-func (j *Journal) Abort() (*Transaction, []string, error) {
+func (j *Journal) Abort() (*Transaction, []advice.Fix, error) {
 	t, err := j.open()
 	if err != nil {
 		return nil, nil, err
 	}
 	if t.Phase == Aborted {
-		return t, Cleanup(t), nil
+		return t, Cleanup(j.dir, t), nil
 	}
 	// With no previous package recorded there is nothing to restore or
 	// rebuild: past its changing step, such an update can only be closed.
@@ -434,7 +440,7 @@ func (j *Journal) Abort() (*Transaction, []string, error) {
 	if ok, why := abortable(t.Strategy, t.Phase); !ok && !nothingToRestore {
 		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, j.nextLine(t))}
 	}
-	cleanup := Cleanup(t)
+	cleanup := Cleanup(j.dir, t)
 	now := j.now()
 	t.Steps = append(t.Steps, Step{Phase: Aborted, Status: StatusDone, Attempts: 1, StartedAt: now, EndedAt: &now})
 	t.Phase, t.Status = Aborted, StatusDone

@@ -135,7 +135,7 @@ func TestAbort(t *testing.T) {
 	j.Done(Verified)
 	j.Start(Provisioning)
 	txn, cleanup, err := j.Abort()
-	if err != nil || txn.Phase != Aborted || len(cleanup) != 2 || !strings.Contains(cleanup[0], "kubectl bundle-slot destroy b") {
+	if err != nil || txn.Phase != Aborted || len(cleanup) != 2 || !strings.Contains(cleanup[0].String(), "kubectl bundle-slot destroy b") {
 		t.Fatalf("%v %v %+v", err, cleanup, txn)
 	}
 	if _, err := j.Begin(BeginOptions{Strategy: InPlace, Target: "y"}); !isConflict(err) || !strings.Contains(err.Error(), "next: kubectl bundle-journal end") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/checkout"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // ScriptsDir is the directory beside the plugin binaries that make install
@@ -331,8 +332,8 @@ func nextWithGate(t *Transaction, v *Verification, soak *Soak, failing *FailingG
 		// The run's recovery restores the fallback: with none recorded, a
 		// re-run fails the same way for ever.
 		n.Do(advice.Plugin("journal", "abort"))
-		n.Why = fmt.Sprintf("%s failed (%s), and no previous package is recorded for slot %s: there is nothing to restore, and re-running the orchestrator fails the same way; abort closes the transaction (slot %s stays as the failed step left it: kubectl bundle-slot describe %s shows it)",
-			t.Phase, t.Step(t.Phase).Error, t.Slots.Active, t.Slots.Active, t.Slots.Active)
+		n.Why = fmt.Sprintf("%s failed (%s), and no previous package is recorded for slot %s: there is nothing to restore, and re-running the orchestrator fails the same way; abort closes the transaction (slot %s stays as the failed step left it: %s shows it)",
+			t.Phase, t.Step(t.Phase).Error, t.Slots.Active, t.Slots.Active, advice.Plugin("slot", "describe", t.Slots.Active))
 	case t.Status == StatusFailed:
 		n.Do(apply)
 		n.Why = fmt.Sprintf("%s failed (%s): re-running the orchestrator retries it from a clean state or rolls back", t.Phase, t.Step(t.Phase).Error)
@@ -373,14 +374,14 @@ func pkgArg(t *Transaction) string {
 	return t.Target
 }
 
-// Cleanup lists what an operator must still run after aborting t.
-func Cleanup(t *Transaction) []string {
-	var out []string
+// Cleanup lists what an operator must still run after aborting t, each
+// a plugin of the state dir d.
+func Cleanup(d *state.Dir, t *Transaction) []advice.Fix {
+	var out []advice.Fix
 	if t.Strategy == BlueGreen && t.Slots.Candidate != "" && t.Step(Provisioning) != nil {
-		out = append(out, fmt.Sprintf("kubectl bundle-slot destroy %s   # the candidate slot may hold a half-built environment", t.Slots.Candidate))
+		out = append(out, advice.Do(d.Plugin("slot", "destroy", t.Slots.Candidate)).Because("the candidate slot may hold a half-built environment"))
 	}
-	out = append(out, "kubectl bundle-journal end")
-	return out
+	return append(out, advice.Do(d.Plugin("journal", "end")))
 }
 
 // failedNames lists a failed gate's failing checks for a sentence.

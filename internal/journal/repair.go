@@ -14,20 +14,13 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
-// RepairCommand repairs a journal damaged from outside: a transaction.json
-// that does not parse (rebuilt from the history), a history that does not
-// parse (its readable lines kept, the damaged ones set aside), or a
-// history cut short (the loss acknowledged and recorded); and a run lock
-// that is not a regular file (state.Dir.RepairRunLock).
-const RepairCommand = state.RepairCommand
-
 // plugin is kubectl bundle-NAME ARGS acting, from anywhere, on the state
 // dir that holds the journal file p.
 func plugin(p, name string, args ...string) advice.Cmd {
 	return advice.Plugin(name, args...).WithEnv(state.CommandEnvOf(filepath.Dir(filepath.Dir(p))))
 }
 
-// repairOf is RepairCommand for the state dir that holds the journal
+// repairOf is the journal's repair (state.Dir.Repair) for the state dir that holds the journal
 // file p (journal/NAME), as a value that runs there from anywhere.
 func repairOf(p string) advice.Cmd {
 	return pluginOf(p, "journal", "repair")
@@ -241,9 +234,9 @@ func (j *Journal) RepairDamage() ([]string, error) {
 			t = rt
 			did = append(did, fmt.Sprintf("rebuilt %s of transaction %s (%s) from the history: phase %s (%s); the damaged file is kept at %s", TransactionFile, rt.ID, rt.Strategy, rt.Phase, rt.Status, aside))
 		case open != nil:
-			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; the history shows transaction %s open (last recorded: %s %s) but not its begin, so it cannot be rebuilt: check its slots, then close it: kubectl bundle-journal abort --force", TransactionFile, aside, open.TxnID, open.Phase, open.Status))
+			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; the history shows transaction %s open (last recorded: %s %s) but not its begin, so it cannot be rebuilt: check its slots, then close it: %s", TransactionFile, aside, open.TxnID, open.Phase, open.Status, j.dir.Plugin("journal", "abort", "--force")))
 		case herr != nil:
-			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; with the history unreadable too, whether a transaction was open cannot be told: check the slots (kubectl bundle-slot list; kubectl bundle-switch status)", TransactionFile, aside))
+			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; with the history unreadable too, whether a transaction was open cannot be told: check the slots (%s; %s)", TransactionFile, aside, j.dir.Plugin("slot", "list"), j.dir.Plugin("switch", "status")))
 		default:
 			did = append(did, fmt.Sprintf("moved the unreadable %s aside to %s; the history shows no transaction open", TransactionFile, aside))
 		}

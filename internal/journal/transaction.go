@@ -118,7 +118,7 @@ func (e *CorruptError) Error() string {
 	if !e.Repair.IsZero() {
 		return fmt.Sprintf("%s is unreadable: %v; something outside kubectl-bundle changed it: %s", e.Path, e.Err, e.Repair)
 	}
-	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (kubectl bundle-journal log) before going on", e.Path, e.Err)
+	return fmt.Sprintf("%s is unreadable: %v; every write to it is atomic, so something outside kubectl-bundle changed it: keep a copy, inspect it, and restore it from the history (%s) before going on", e.Path, e.Err, pluginOf(e.Path, "journal", "log"))
 }
 
 // ErrorKind: a corrupt journal is state that does not allow the step.

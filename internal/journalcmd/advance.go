@@ -348,7 +348,7 @@ func (x *run) finish(code int, why string) error {
 		if why == "" {
 			why = "rollback incomplete"
 		}
-		result = "RESULT: FAIL (" + why + ": kubectl bundle-journal status says what to run next)"
+		result = "RESULT: FAIL (" + why + ": " + x.d.Plugin("journal", "status").String() + " says what to run next)"
 		if x.r.op == "revert" {
 			// During a soak journal status offers accept first, which
 			// retires the slot this run goes back to: a revert that

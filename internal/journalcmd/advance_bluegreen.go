@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -71,7 +70,7 @@ func (x *run) blueGreen() error {
 func (x *run) bgApply() error {
 	t := x.txn()
 	if t == nil && x.sc.PC != "" && x.sc.PC != "rolledback" {
-		return x.refuse(3, "the transaction this run began is not open any more (kubectl bundle-journal log says what closed it): run the script again")
+		return x.notOpenAnyMore()
 	}
 	switch x.sc.PC {
 	case "":
@@ -250,7 +249,7 @@ func (x *run) rolledBack() error {
 	if code == 1 {
 		x.fail("gate of the active slot " + a)
 		x.warn("BROKEN: the update was rolled back (candidate slot %s destroyed), but the active slot %s fails its gate: the previous deployment is NOT confirmed in place", x.sc.Vars["candidate"], a)
-		x.warn("see what fails: kubectl bundle-gate --slot %s %s", a, strings.Join(quoteAll(x.r.gate), " "))
+		x.warn("see what fails: %s", x.gateCmd(a))
 		return x.finish(3, "the active slot "+a+" fails its gate; see BROKEN above")
 	}
 	x.pass("slot " + a + " passed its gate")
@@ -345,7 +344,7 @@ func (x *run) notSwitched(t *journal.Transaction, op string) error {
 
 // revertHelp is what helps when the previous slot fails its gate.
 func (x *run) revertHelp(slot string) {
-	x.warn("see what fails: kubectl bundle-gate --slot %s %s", slot, strings.Join(quoteAll(x.r.gate), " "))
+	x.warn("see what fails: %s", x.gateCmd(slot))
 	x.warn("once it passes, run: %s", x.selfOp("revert"))
 	x.warn("to revert anyway: %s --force", x.selfOp("revert"))
 }
@@ -359,7 +358,7 @@ func (x *run) revertHelp(slot string) {
 func (x *run) bgRevert() error {
 	t := x.txn()
 	if t == nil && x.sc.PC != "" {
-		return x.refuse(3, "the transaction this run began is not open any more (kubectl bundle-journal log says what closed it): run the script again")
+		return x.notOpenAnyMore()
 	}
 	x.recordedGate()
 	switch x.sc.PC {
@@ -484,7 +483,7 @@ func (x *run) bgRevert() error {
 		x.pass("candidate slot " + c + " destroyed")
 		if x.sc.Vars["broken"] != "" {
 			x.warn("BROKEN: reverted with --force: slot %s is active but fails its gate; the previous deployment is NOT confirmed in place", p)
-			x.warn("see what fails: kubectl bundle-gate --slot %s %s", p, strings.Join(quoteAll(x.r.gate), " "))
+			x.warn("see what fails: %s", x.gateCmd(p))
 			return x.finish(3, "slot "+p+" is active but fails its gate; see BROKEN above")
 		}
 		x.say("the previous deployment is in place: slot %s is active and passed its gate", p)

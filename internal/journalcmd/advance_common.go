@@ -135,7 +135,7 @@ func (x *run) beginOnActive(verb string) error {
 	}
 	active := x.activeSlot()
 	if active == "" {
-		return x.refuse(exitOf(errkind.Environment), fmt.Sprintf("no active slot: %s %s the active slot (kubectl bundle-slot list; kubectl bundle-switch to SLOT)", x.r.strategy, verb))
+		return x.refuse(exitOf(errkind.Environment), fmt.Sprintf("no active slot: %s %s the active slot (%s; %s)", x.r.strategy, verb, x.d.Plugin("slot", "list"), x.d.Plugin("switch", "to", "SLOT")))
 	}
 	args := append([]string{"begin", "--strategy", string(x.r.strategy), "--package", x.r.pkg, "--active", active}, x.r.begin...)
 	if code := x.call("journal", append(args, "-q")...); code != 0 {
@@ -241,16 +241,19 @@ func (x *run) gateFailing(slot string) string {
 // notGated: the gate of slot did not run to a verdict (exit code): said,
 // with how to gate it, and nothing about slot's health.
 func (x *run) notGated(slot string, code int) {
-	x.fail(fmt.Sprintf("slot %s could not be gated (kubectl bundle-gate exited %d; the error above says why): its health is not known", slot, code))
-	x.warn("once that is fixed, gate it: kubectl bundle-gate --slot %s %s", slot, strings.Join(quoteAll(x.r.gate), " "))
+	x.fail(fmt.Sprintf("slot %s could not be gated (the gate plugin exited %d; the error above says why): its health is not known", slot, code))
+	x.warn("once that is fixed, gate it: %s", x.gateCmd(slot))
 }
 
-func quoteAll(words []string) []string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		out[i] = advice.Word(w)
-	}
-	return out
+// notOpenAnyMore refuses going on when the transaction this run began was
+// closed under it.
+func (x *run) notOpenAnyMore() error {
+	return x.refuse(3, fmt.Sprintf("the transaction this run began is not open any more (%s says what closed it): run the script again", x.d.Plugin("journal", "log")))
+}
+
+// gateCmd is the gate of slot with this run's gate flags, to run by hand.
+func (x *run) gateCmd(slot string) advice.Cmd {
+	return x.d.Plugin("gate", append([]string{"--slot", slot}, x.r.gate...)...)
 }
 
 // offlineCheck: before the first step of an update, refuse while a public
@@ -315,7 +318,7 @@ func (x *run) confirmLosses(slot, what string) error {
 	// disk, the state dir unwritable, a conflict), or the discard is
 	// refused (a workload cluster the slot's destroy would leave running,
 	// unowned). --yes would not help.
-	x.fail(fmt.Sprintf("%s: what slot %s holds could not be listed and recorded, or its discard is refused (kubectl bundle-slot losses exited %d: the error above says why); nothing was changed", what, slot, code))
+	x.fail(fmt.Sprintf("%s: what slot %s holds could not be listed and recorded, or its discard is refused (slot losses exited %d: the error above says why); nothing was changed", what, slot, code))
 	x.warn("once that is fixed (a full disk: free space in the state dir), run again: %s", x.rerun())
 	return x.finish(code, "the list of what slot "+slot+" holds could not be written: nothing was changed")
 }

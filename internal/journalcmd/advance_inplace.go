@@ -88,7 +88,7 @@ var recreateRun = linear{
 func (x *run) linearRun(l linear) error {
 	t := x.txn()
 	if t == nil && x.sc.PC != "" {
-		return x.refuse(3, "the transaction this run began is not open any more (kubectl bundle-journal log says what closed it): run the script again")
+		return x.notOpenAnyMore()
 	}
 	switch pc := x.sc.PC; pc {
 	case "":

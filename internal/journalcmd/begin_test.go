@@ -172,7 +172,7 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 		dir, d := newStateDir(t)
 		activeSlot(t, d, "a", demoDigest)
 		code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", target, "--active", "a")
-		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "is not staged") || !strings.Contains(stderr, "stage it again with kubectl bundle-verify --stage") {
+		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "is not staged") || !strings.Contains(stderr, "stage it again with KUBECTL_BUNDLE_STATE_DIR="+d.Path+" kubectl bundle-verify --stage PACKAGE --key KEY") {
 			t.Errorf("exit %d, stderr %q; want exit 3 saying to stage it again", code, stderr)
 		}
 	})
@@ -191,7 +191,8 @@ func TestBeginFallbackFromActiveSlot(t *testing.T) {
 		dir, d := newStateDir(t)
 		code, _, stderr := run(t, dir, "begin", "--strategy", "blue-green", "--package", target, "--active", "a", "--candidate", "b")
 		if code != kcli.ExitEnvironment || !strings.Contains(stderr, "no slot is active yet: blue-green builds a candidate next to the active slot") ||
-			!strings.Contains(stderr, "first step: kubectl bundle-slot create a") || !strings.Contains(stderr, "kubectl bundle-gate --slot a --record") ||
+			!strings.Contains(stderr, "first step: KUBECTL_BUNDLE_STATE_DIR=") || !strings.Contains(stderr, " kubectl bundle-slot create a, then ") ||
+			strings.Count(stderr, "KUBECTL_BUNDLE_STATE_DIR=") != 5 || // each step pasted alone acts on this state dir !strings.Contains(stderr, "kubectl bundle-gate --slot a --record") ||
 			!strings.Contains(stderr, "kubectl bundle-switch to a") || strings.Contains(stderr, "in-place.sh PACKAGE") {
 			t.Errorf("exit %d, stderr %q; want exit 3 naming the first install", code, stderr)
 		}

@@ -329,7 +329,7 @@ func beginFallback(d *state.Dir, st journal.Strategy, active, flag string) (stri
 	}
 	if st == journal.Recreate {
 		if _, err := stagedDigest(d, rec.Package.Digest); err != nil {
-			return "", errkind.New(errkind.Environment, "the package deployed in slot %s is the fallback of a recreate, but %v: stage it again with kubectl bundle-verify --stage PACKAGE, or name another with --fallback DIGEST|PATH", active, err)
+			return "", errkind.New(errkind.Environment, "the package deployed in slot %s is the fallback of a recreate, but %v: stage it again with %s, or name another with --fallback DIGEST|PATH", active, err, stage.VerifyCommand(d, "", false))
 		}
 	}
 	return rec.Package.Digest, nil
@@ -607,7 +607,7 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	if t == nil {
-		return kcli.Conflict(fmt.Errorf("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
+		return kcli.Conflict(errors.New(journal.NoTransactionMsg(s.dir)))
 	}
 	p, err := journal.ParsePhase(t.Strategy, strings.ToUpper(cmd.Args().Get(0)))
 	if err != nil {
@@ -644,7 +644,7 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.ErrOut, "warning: --force: closed transaction %s (%s) in the history; its %s was lost, so check its slots by hand (kubectl bundle-slot list; kubectl bundle-switch status)\n", open.TxnID, open.Phase, journal.TransactionFile)
+			fmt.Fprintf(streams.ErrOut, "warning: --force: closed transaction %s (%s) in the history; its %s was lost, so check its slots by hand (%s; %s)\n", open.TxnID, open.Phase, journal.TransactionFile, s.dir.Plugin("slot", "list"), s.dir.Plugin("switch", "status"))
 			if !s.common.Quiet {
 				fmt.Fprintf(streams.Out, "aborted transaction %s (--force)\n", open.TxnID)
 			}
@@ -759,7 +759,7 @@ func claimedByHand(streams kcli.IOStreams, s *session, t *journal.Transaction, p
 		}
 		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(s.dir), c.Change, c.Slot)
 	} else if site.SwitchOwned(t.Strategy, p) {
-		why = fmt.Sprintf("%s is recorded only by kubectl bundle-switch itself: %s records it", p, site.SwitchCommand(s.dir, t, p))
+		why = fmt.Sprintf("%s is recorded only by the switch plugin itself: %s records it", p, site.SwitchCommand(s.dir, t, p))
 	} else {
 		return nil
 	}

@@ -57,7 +57,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 		return cut
 	}
 	if t == nil {
-		return kcli.Conflict(errors.New("no transaction in progress; start one with: kubectl bundle-journal begin --strategy STRATEGY --package PATH|DIGEST"))
+		return kcli.Conflict(errors.New(journal.NoTransactionMsg(s.dir)))
 	}
 	p, err := journal.ParsePhase(t.Strategy, strings.ToUpper(args[0]))
 	if err != nil {
@@ -66,7 +66,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	// As a line that runs as printed: the argv quoted for sh.
 	command := advice.Program(args[1], args[2:]...).String()
 	if site.SwitchOwned(t.Strategy, p) {
-		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by kubectl bundle-switch itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(s.dir, t, p))}
+		return &site.ClaimError{Msg: fmt.Sprintf("%s is recorded by the switch plugin itself, never by journal run; nothing was run: %s records it", p, site.SwitchCommand(s.dir, t, p))}
 	}
 	claim, claimed := site.StepClaim(t, p)
 	reopen := ""

@@ -244,11 +244,9 @@ func envStep() string { return os.Getenv(EnvStep) }
 // recorded, the switch to it. (A slot whose gate passed makes a missing
 // pointer damage: its repair is the switch.)
 func (s *Session) firstInstall() string {
-	steps := []string{"kubectl bundle-slot create a", "kubectl bundle-verify --stage PACKAGE --key KEY", "kubectl bundle-slot deploy a PACKAGE",
-		"kubectl bundle-gate --slot a --record", "kubectl bundle-switch to a"}
 	// The first configured slot (slots: in config.yaml), whatever it is
 	// named ("a" is only the default's), unless one is ready already.
-	name := "a"
+	name, skip := "a", 0
 	if cfg, err := slot.LoadConfig(s.Dir.Join("config.yaml"), os.Getenv, nil); err == nil && len(cfg.Slots) > 0 {
 		name = cfg.Slots[0]
 	}
@@ -258,17 +256,19 @@ func (s *Session) firstInstall() string {
 		if err != nil || rec.State != slot.StateReady {
 			continue
 		}
-		steps = steps[1:]
+		name, skip = n, 1
 		if rec.Package != nil {
-			steps = steps[2:]
+			skip = 3
 		}
-		name = n
 		break
 	}
-	for i := range steps {
-		steps[i] = strings.ReplaceAll(steps[i], " a", " "+name)
+	steps := []advice.Cmd{s.Dir.Plugin("slot", "create", name), s.Dir.Plugin("verify", "--stage", "PACKAGE", "--key", "KEY"),
+		s.Dir.Plugin("slot", "deploy", name, "PACKAGE"), s.Dir.Plugin("gate", "--slot", name, "--record"), s.Dir.Plugin("switch", "to", name)}
+	lines := make([]string, 0, len(steps))
+	for _, c := range steps[skip:] {
+		lines = append(lines, c.String())
 	}
-	return strings.Join(steps, ", then ")
+	return strings.Join(lines, ", then ")
 }
 
 // GuardBegin checks, before a transaction is opened, that its slots agree

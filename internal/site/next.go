@@ -59,7 +59,7 @@ func (s *Site) Next(now time.Time) journal.NextStep {
 		}
 	}
 	if active == "" {
-		return journal.NextStep{Why: "no slot is active: the first install is made by hand (kubectl bundle-slot create a, deploy, gate --record, switch to a), then updates run through a strategy"}
+		return journal.NextStep{Why: fmt.Sprintf("no slot is active: the first install is made by hand (%s, deploy, gate --record, switch to a), then updates run through a strategy", advice.Plugin("slot", "create", "a"))}
 	}
 	return journal.NextStep{Why: fmt.Sprintf("the site is at rest: slot %s serves and no update is open; an update runs through a strategy: %s PACKAGE, %s apply PACKAGE or %s PACKAGE",
 		active, journal.ScriptPath(journal.InPlace), journal.ScriptPath(journal.BlueGreen), journal.ScriptPath(journal.Recreate))}

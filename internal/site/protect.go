@@ -319,7 +319,7 @@ func (p *Protection) Why(name string) string {
 		return "it is the active slot"
 	case p.Soaking:
 		if !p.Unfinished().IsZero() {
-			return "it is an end of a switch that did not finish (kubectl bundle-switch status says INTERRUPTED), kept until it does"
+			return "it is an end of a switch that did not finish (" + advice.Plugin("switch", "status").String() + " says INTERRUPTED), kept until it does"
 		}
 		return "it is the previous slot, kept as the revert target while the switch soaks"
 	}

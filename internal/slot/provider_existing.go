@@ -41,7 +41,7 @@ func (existingProvider) Preflight(ctx context.Context, m *Manager, rep *Prefligh
 	if es.Context == m.Config.AliasContext {
 		// The alias follows the active slot: a slot reached through it
 		// would reach whichever slot is active, its revert target too.
-		rep.add("context", false, "context %s is the alias kubectl bundle-switch points at the active slot (aliasContext): slot %s would follow it to the other slot's cluster at the next switch; give slot %s a context of its own cluster in config.yaml (existing.%s.context, or --context)",
+		rep.add("context", false, "context %s is the alias the switch plugin points at the active slot (aliasContext): slot %s would follow it to the other slot's cluster at the next switch; give slot %s a context of its own cluster in config.yaml (existing.%s.context, or --context)",
 			es.Context, rep.Slot, rep.Slot, rep.Slot)
 		return
 	}

@@ -133,7 +133,7 @@ func (p kindProvider) Preflight(ctx context.Context, m *Manager, rep *PreflightR
 		}
 	}
 	if len(clash) > 0 {
-		rep.add("names", false, "containers with slot %s's names already exist and no slot record claims them: %s (remove them, or run kubectl bundle-slot destroy %s)%s", slotName, strings.Join(clash, ", "), slotName, leftoverWorkloadNote(clash, n))
+		rep.add("names", false, "containers with slot %s's names already exist and no slot record claims them: %s (remove them, or run %s)%s", slotName, strings.Join(clash, ", "), m.Dir.Plugin("slot", "destroy", slotName), leftoverWorkloadNote(clash, n))
 	} else {
 		rep.add("names", true, "cluster %s, registry %s and workload clusters %s are free", n.Cluster, n.Registry, strings.Join(n.Workloads, ", "))
 	}
@@ -444,7 +444,7 @@ func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
 		"--label", "dev.kubectl-bundle.slot="+n.Slot,
 		imageName(m.Config.RegistryImage))
 	if _, err := m.Run.Run(ctx, "docker", args...); err != nil {
-		return fmt.Errorf("%w (is port %s free? kubectl bundle-slot preflight %s checks)", err, port, n.Slot)
+		return fmt.Errorf("%w (is port %s free? %s checks)", err, port, m.Dir.Plugin("slot", "preflight", n.Slot))
 	}
 	url := "http://127.0.0.1:" + port + "/v2/"
 	var err error

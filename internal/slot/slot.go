@@ -417,7 +417,7 @@ func (m *Manager) Deploy(ctx context.Context, slotName, pkg string, o DeployOpti
 		if rec.Package != nil {
 			prev = rec.Package.Digest
 		}
-		return rec, fmt.Errorf("%w\nthe slot's record still names its previous package (%s), but what the slot holds is not known: its last gate no longer counts until one passes again; kubectl bundle-gate --slot %s --record shows the cluster's state and records it", err, prev, slotName)
+		return rec, fmt.Errorf("%w\nthe slot's record still names its previous package (%s), but what the slot holds is not known: its last gate no longer counts until one passes again; %s shows the cluster's state and records it", err, prev, m.Dir.Plugin("gate", "--slot", slotName, "--record"))
 	}
 	rec.Package = &PackageRef{Digest: st.Digest, Name: st.Name, Version: st.Version, Deployed: time.Now().UTC()}
 	rec.Deploying = nil

@@ -114,7 +114,7 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 	fmt.Fprintf(s.streams.Out, "slot %s adopted and active: %s, workload clusters %s\n", name, slot.Summary(r), strings.Join(r.Workloads, ", "))
 	fmt.Fprintf(s.streams.Out, "package: %s, zarf digest %s (as recorded in %s)\n", packageString(r.Package), res.ManifestDigest, res.Secret)
 	fmt.Fprintf(s.streams.Out, "context %s -> %s (the slot's own copy of %s's credentials)\n", cfg.AliasContext, r.Context, o.Context)
-	fmt.Fprintf(s.streams.Out, "next: record its gate: kubectl bundle-gate --slot %s --record\n", name)
+	fmt.Fprintf(s.streams.Out, "next: record its gate: %s\n", s.dir.Plugin("gate", "--slot", name, "--record"))
 	return nil
 }
 
@@ -127,13 +127,13 @@ func firstInstall(s *session, name string) error {
 		return err
 	}
 	refuse := func(why string) error {
-		return errkind.New(errkind.Conflict, "adopt is a first install and %s: it registers a site only where no slot exists yet (kubectl bundle-slot list shows the slots)", why)
+		return errkind.New(errkind.Conflict, "adopt is a first install and %s: it registers a site only where no slot exists yet (%s shows the slots)", why, s.dir.Plugin("slot", "list"))
 	}
 	if p.Active != "" {
 		return refuse("slot " + p.Active + " is active")
 	}
 	if p.Txn != nil {
-		return refuse(fmt.Sprintf("transaction %s is open (kubectl bundle-journal status)", p.Txn.ID))
+		return refuse(fmt.Sprintf("transaction %s is open (%s)", p.Txn.ID, s.dir.Plugin("journal", "status")))
 	}
 	names, err := slot.List(s.dir)
 	if err != nil {

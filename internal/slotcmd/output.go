@@ -115,7 +115,7 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 		return kcli.WriteJSON(s.streams.Out, ls)
 	}
 	if len(ls) == 0 {
-		_, err := fmt.Fprintln(s.streams.Out, "no slots (kubectl bundle-slot create a builds one)")
+		_, err := fmt.Fprintf(s.streams.Out, "no slots (%s builds one)\n", s.dir.Plugin("slot", "create", "a"))
 		return err
 	}
 	tw := tabwriter.NewWriter(s.streams.Out, 0, 4, 2, ' ', 0)
@@ -132,7 +132,7 @@ func list(_ context.Context, cmd *cli.Command, s *session) error {
 	}
 	for _, l := range ls {
 		if line := l.OwnsWorkloadsLine(); line != "" {
-			fmt.Fprintf(s.streams.Out, "%s (kept by an S1 repoint update; kubectl bundle-slot destroy %s refuses while it owns any)\n", line, l.Name)
+			fmt.Fprintf(s.streams.Out, "%s (kept by an S1 repoint update; %s refuses while it owns any)\n", line, s.dir.Plugin("slot", "destroy", l.Name))
 		}
 		if l.Damaged != "" {
 			fmt.Fprintf(s.streams.Out, "DAMAGED: the record of slot %s cannot be read (%s); repair: %s\n", l.Name, l.Damaged, l.Repair)
@@ -288,7 +288,7 @@ func (s *session) confirmDestroy(ctx context.Context, name string, forced bool) 
 		fmt.Fprintf(s.streams.ErrOut, "WARNING: --force: discarding what slot %s holds, listed above\n", name)
 		return nil
 	}
-	yes := "kubectl bundle-slot destroy " + name + " --yes"
+	yes := s.dir.Plugin("slot", "destroy", name, "--yes")
 	if !askable(s.streams) {
 		return errkind.New(errkind.Conflict, "destroying slot %s loses what is listed above (%s), and there is no terminal to ask: nothing was destroyed; to discard it, run: %s", name, l.Summary(), yes)
 	}

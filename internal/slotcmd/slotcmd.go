@@ -391,7 +391,7 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 
 func deploy(ctx context.Context, cmd *cli.Command, s *session) error {
 	if cmd.Args().Len() != 2 {
-		return kcli.Usage("deploy takes SLOT and PACKAGE (a staged digest, or a path kubectl bundle-verify --stage accepted)")
+		return kcli.Usage("deploy takes SLOT and PACKAGE (a staged digest, or a path the verify plugin staged)")
 	}
 	name, pkg := cmd.Args().Get(0), cmd.Args().Get(1)
 	if err := s.Guard(name, statesession.Deploy, cmd.Bool("force")); err != nil {
@@ -521,7 +521,7 @@ func repair(ctx context.Context, cmd *cli.Command, s *session) error {
 	if s.common.Quiet {
 		return nil
 	}
-	pkg := "unknown (no deploy of a still staged package in the history): deploy the known-good package again before a recreate (kubectl bundle-slot deploy " + name + " PACKAGE --force)"
+	pkg := "unknown (no deploy of a still staged package in the history): deploy the known-good package again before a recreate (" + s.dir.Plugin("slot", "deploy", name, "PACKAGE", "--force").String() + ")"
 	if rep.Record.Package != nil {
 		pkg = packageString(rep.Record.Package) + ", from " + rep.PackageFrom
 	}

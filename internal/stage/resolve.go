@@ -85,9 +85,9 @@ type NotStagedError struct{ Ref *Ref }
 
 func (e *NotStagedError) Error() string {
 	if e.Ref.File == "" {
-		return fmt.Sprintf("package %s is not staged (kubectl bundle-verify --stage PACKAGE verifies and stages it)", e.Ref.Digest)
+		return fmt.Sprintf("package %s is not staged (%s verifies and stages it)", e.Ref.Digest, advice.Plugin("verify", "--stage", "PACKAGE"))
 	}
-	return fmt.Sprintf("package %s (sha256 %s) is not staged: kubectl bundle-verify --stage %s verifies and stages it", e.Ref.Arg, e.Ref.Digest, e.Ref.Arg)
+	return fmt.Sprintf("package %s (sha256 %s) is not staged: %s verifies and stages it", e.Ref.Arg, e.Ref.Digest, advice.Plugin("verify", "--stage", e.Ref.Arg))
 }
 
 // ErrorKind: naming a package that is not there is a usage error.

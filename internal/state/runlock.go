@@ -199,7 +199,12 @@ func (d *Dir) RunLockRepair() advice.Fix {
 	return advice.Do(d.Repair()).Because("checks that no live process holds it, then moves it aside")
 }
 
-// Repair is RepairCommand for this state dir.
+// Repair is `kubectl bundle-journal repair` for this state dir: it repairs
+// damage to the journal dir from outside: a transaction.json that does not
+// parse (rebuilt from the history), a history that does not parse (its
+// readable lines kept, the damaged ones set aside), or a history cut short
+// (the loss acknowledged and recorded); and a run lock that is not a
+// regular file (RepairRunLock).
 func (d *Dir) Repair() advice.Cmd { return d.Plugin("journal", "repair") }
 
 // Plugin is `kubectl bundle-NAME ARGS...` acting on this state dir from
@@ -207,10 +212,6 @@ func (d *Dir) Repair() advice.Cmd { return d.Plugin("journal", "repair") }
 func (d *Dir) Plugin(name string, args ...string) advice.Cmd {
 	return advice.Plugin(name, args...).WithEnv(d.CommandEnv())
 }
-
-// RepairCommand repairs damage to the journal dir from outside: the
-// journal's files (package journal) and the run lock.
-const RepairCommand = "kubectl bundle-journal repair"
 
 // checkRunLock checks what p, the run lock, is without opening it: missing
 // or a regular file is fine. Anything else (a directory, a symlink to

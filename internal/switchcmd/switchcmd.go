@@ -208,8 +208,8 @@ func to(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched to slot %s (previous: %s); soaking for %s: kubectl bundle-switch back reverts, kubectl bundle-switch accept ends it",
-		rec.Target, orNone(rec.Previous), rec.SoakWindow))
+	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched to slot %s (previous: %s); soaking for %s: %s reverts, %s ends it",
+		rec.Target, orNone(rec.Previous), rec.SoakWindow, s.sw.Dir.Plugin("switch", "back"), s.sw.Dir.Plugin("switch", "accept")))
 }
 
 func back(ctx context.Context, cmd *cli.Command, s *session) error {
@@ -224,7 +224,7 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 		if file != "" && file != "-" {
 			f, err := os.Open(file)
 			if err != nil {
-				return kcli.Usage("the gate file %s cannot be read (%v): slot %s was not gated and nothing was switched; restore the file, or name another: kubectl bundle-switch back --gate FILE", file, err, name)
+				return kcli.Usage("the gate file %s cannot be read (%v): slot %s was not gated and nothing was switched; restore the file, or name another: %s", file, err, name, s.sw.Dir.Plugin("switch", "back", "--gate", "FILE"))
 			}
 			f.Close()
 		}
@@ -241,7 +241,7 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: kubectl bundle-slot destroy %s", rec.Target, rec.Previous, rec.Previous))
+	return s.report(ctx, pivotNote(s.sw)+fmt.Sprintf("switched back to slot %s; slot %s can be destroyed: %s", rec.Target, rec.Previous, s.sw.Dir.Plugin("slot", "destroy", rec.Previous)))
 }
 
 // backGate is the gate back runs against the previous slot: --gate and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -66,7 +67,7 @@ func checkAlias(explicit, target string) error {
 		return errkind.New(errkind.Usage, "loading the kubeconfig: %w", err)
 	}
 	if _, ok := merged.Contexts[target]; !ok {
-		return errkind.New(errkind.Environment, "the slot's context %s is not in the kubeconfig%s (kubectl bundle-slot create writes it; pass the file it was written to with --kubeconfig)", target, inFile(explicit))
+		return errkind.New(errkind.Environment, "the slot's context %s is not in the kubeconfig%s (%s writes it; pass the file it was written to with --kubeconfig)", target, inFile(explicit), advice.Plugin("slot", "create"))
 	}
 	return nil
 }
@@ -88,7 +89,7 @@ func pointAlias(explicit, alias, target string) error {
 	}
 	tc, ok := merged.Contexts[target]
 	if !ok {
-		return fmt.Errorf("the slot's context %s is not in the kubeconfig (kubectl bundle-slot create writes it)", target)
+		return fmt.Errorf("the slot's context %s is not in the kubeconfig (%s writes it)", target, advice.Plugin("slot", "create"))
 	}
 	file := aliasFile(explicit, alias)
 	cfg, err := slot.LoadKubeconfig(file)

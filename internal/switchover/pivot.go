@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/pivot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
@@ -80,10 +81,11 @@ func (s *Switcher) pivotObjects(ctx context.Context, from, to, during string, ye
 		// Nothing was switched: the pointer and the aliases are still
 		// on from, which manages the workload clusters.
 		if during == record.PhaseSwitchingBack {
-			undone.Next = fmt.Sprintf("slot %s stays active and keeps the workload clusters; once slot %s takes the objects, switch back again: kubectl bundle-switch back", from, to)
+			undone.Next = fmt.Sprintf("slot %s stays active and keeps the workload clusters; once slot %s takes the objects, switch back again: %s", from, to, s.Dir.Plugin("switch", "back"))
 		} else {
-			undone.Next = fmt.Sprintf("the switch to slot %s did not happen and slot %s stays active. Once slot %s takes the objects, finish it: kubectl bundle-switch to %s; or stay on slot %s: kubectl bundle-switch back (during a blue-green update: %s revert)",
-				to, from, to, to, from, journal.ScriptPath(journal.BlueGreen))
+			undone.Next = fmt.Sprintf("the switch to slot %s did not happen and slot %s stays active. Once slot %s takes the objects, finish it: %s; or stay on slot %s: %s (during a blue-green update: %s)",
+				to, from, to, s.Dir.Plugin("switch", "to", to), from, s.Dir.Plugin("switch", "back"),
+				advice.Program(journal.ScriptPath(journal.BlueGreen), "revert").WithEnv(s.Dir.CommandEnv()))
 		}
 	}
 	if err != nil {
@@ -114,7 +116,7 @@ func (s *Switcher) interruptedPivot() (bool, error) {
 // (Switcher.Pivot nil: every plugin but switch).
 func (s *Switcher) canPivot(from, to string) error {
 	if s.Pivot == nil {
-		return &ConflictError{fmt.Sprintf("moving the workload clusters from slot %s to slot %s (switch mode pivot) is done by the switch plugin: run kubectl bundle-switch to %s", from, to, to)}
+		return &ConflictError{fmt.Sprintf("moving the workload clusters from slot %s to slot %s (switch mode pivot) is done by the switch plugin: run %s", from, to, s.Dir.Plugin("switch", "to", to))}
 	}
 	return nil
 }

@@ -627,7 +627,7 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		if sw != nil {
 			phase = sw.Phase
 		}
-		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows kubectl bundle-switch to SLOT", phase)}
+		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows %s", phase, s.Dir.Plugin("switch", "to", "SLOT"))}
 	}
 	if _, err := slot.Load(s.Dir, sw.Target); errors.As(err, new(*slot.NotFoundError)) {
 		if site.Read(s.Dir).SoakGone(sw.Target) != "" {
