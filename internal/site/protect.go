@@ -38,7 +38,20 @@ func (s *Site) switchFix() advice.Fix {
 	case err == nil && a == "":
 		return remove("no slot is active: there is no switch to keep")
 	case err == nil:
-		if _, err := s.Slot(a); !errors.As(err, new(*record.NotFoundError)) {
+		r, rerr := s.Slot(a)
+		if rerr == nil && !r.Ready() {
+			// A create that failed, a destroy killed half way: a switch to
+			// it refuses. While the recreate rebuilds it, the recreate goes
+			// on; else the pointer goes to a slot that can serve.
+			if t := s.txnOrNil(); t != nil && t.Strategy == journal.Recreate && t.Slots.Active == a {
+				return remove("slot " + a + " is being rebuilt by a recreate: there is no switch to keep")
+			}
+			if fix := s.ActiveRepair(); fix.Last().Is("switch", "to") {
+				return fix.Because("slot " + a + " is " + r.State + ", not ready: makes a slot that can serve active and writes the switch record anew")
+			}
+			return remove("slot " + a + " is " + r.State + " and no other slot can serve: there is no switch to keep")
+		}
+		if !errors.As(rerr, new(*record.NotFoundError)) {
 			if bg := SoakingOn(s.txnOrNil(), a); bg != nil {
 				return advice.Do(s.Dir.Plugin("switch", "to", a, "--force")).Because("re-points every alias at the active slot " + a + " and rebuilds the soak of transaction " + bg.ID + ", which keeps slot " + bg.Slots.Active + " as the revert target")
 			}

@@ -1,6 +1,7 @@
 package site_test
 
 import (
+	"errors"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"os"
 	"path/filepath"
@@ -206,5 +207,54 @@ func TestActiveRepairSkipsUnreadySlotsAndRepairsRecordsFirst(t *testing.T) {
 		if !strings.HasPrefix(got, "kubectl bundle-slot repair b   # ") {
 			t.Errorf("b's record damaged: %s = %q, want slot b's record repaired first", what, got)
 		}
+	}
+}
+
+// A damaged switch record's repair never names a forced switch to an
+// active slot that is not ready (found by TestModel: a recreate's create
+// failed, then switch.json was damaged). While the recreate rebuilds the
+// slot, the damaged record is removed and the recreate goes on; else the
+// pointer goes to a slot that can serve.
+func TestSwitchRepairSkipsAnActiveSlotThatIsNotReady(t *testing.T) {
+	d := openFound(t)
+	save := func(name, st string) {
+		t.Helper()
+		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
+			Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()},
+			Gate:    &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}}
+		if err := slot.Save(d, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fix := func() string {
+		t.Helper()
+		_, err := site.Read(d).Switch()
+		var dmg *state.DamageError
+		if !errors.As(err, &dmg) {
+			t.Fatalf("Switch() = %v, want damage", err)
+		}
+		return dmg.Fix.String()
+	}
+	save("a", slot.StateFailed)
+	save("b", slot.StateReady)
+	if err := os.WriteFile(d.Join("active"), []byte("a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.Join("switch.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fix(), "kubectl bundle-switch to b --force   # slot a is failed, not ready: makes a slot that can serve active and writes the switch record anew"; got != want {
+		t.Errorf("a failed, b ready: the repair is %q, want %q", got, want)
+	}
+	save("b", slot.StateFailed)
+	if got, want := fix(), "rm "+d.Join("switch.json")+"   # slot a is failed and no other slot can serve: there is no switch to keep"; got != want {
+		t.Errorf("no slot ready: the repair is %q, want %q", got, want)
+	}
+	save("b", slot.StateReady)
+	if _, err := journal.New(d).Begin(journal.BeginOptions{Strategy: journal.Recreate, Target: pkg, Slots: journal.Slots{Active: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fix(), "rm "+d.Join("switch.json")+"   # slot a is being rebuilt by a recreate: there is no switch to keep"; got != want {
+		t.Errorf("a recreate rebuilds a: the repair is %q, want %q", got, want)
 	}
 }
