@@ -84,3 +84,23 @@ func TestIdentifierStandsForTheAPIServer(t *testing.T) {
 		t.Error("the identifier was never asked")
 	}
 }
+
+// TestPreflightMeetsADamagedRecordFirst (found by TestModel): slot b's
+// record damaged, preflight took b for a slot without a record and
+// refused its containers as leftovers no record claims, naming no repair
+// of the record. It returns the record's damage, whose repair is slot
+// repair b.
+func TestPreflightMeetsADamagedRecordFirst(t *testing.T) {
+	m, _ := newManager(t)
+	if err := os.MkdirAll(filepath.Dir(m.Dir.Join("slots", "b.json")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.Dir.Join("slots", "b.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := m.Preflight(context.Background(), "b", 0)
+	var dmg *slot.DamagedError
+	if !errors.As(err, &dmg) || !strings.Contains(err.Error(), "kubectl bundle-slot ") {
+		t.Fatalf("preflight of b with its record damaged: %v, %v; want the record's damage naming its repair", rep, err)
+	}
+}

@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,6 +70,11 @@ func (m *Manager) Preflight(ctx context.Context, slotName string, packageBytes i
 	}
 	p, err := m.provider()
 	if err != nil {
+		return nil, err
+	}
+	// A damaged record is met first, with its repair: the providers take
+	// a slot without a record for one whose leftovers no record claims.
+	if _, err := Load(m.Dir, slotName); err != nil && !errors.As(err, new(*NotFoundError)) {
 		return nil, err
 	}
 	rep := &PreflightReport{Slot: slotName, Provider: p.Name(), Names: n}
