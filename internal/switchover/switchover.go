@@ -533,7 +533,7 @@ func (s *Switcher) Back(ctx context.Context, force bool) (*Record, error) {
 		}
 		if errors.As(err, new(*slot.NotFoundError)) {
 			return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted and the previous slot %s was retired (destroyed): there is nothing to go back to, and slot %s stays active. "+
-				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (%s shows the previous transaction's fallback digest)",
+				"To return to the previous package, update to it as to any package: %s apply PACKAGE --key KEY builds it in a new slot next to %s (the previous transaction's fallback digest: %s)",
 				sw.Target, sw.Previous, sw.Target, journal.ScriptPath(journal.BlueGreen), sw.Target, s.Dir.Plugin("journal", "log"))}
 		}
 		return nil, &ConflictError{fmt.Sprintf("the switch to %s was accepted: the soak is over; going to %s again is a new switch (%s, with a fresh gate)", sw.Target, sw.Previous, s.Dir.Plugin("switch", "to", sw.Previous))}
