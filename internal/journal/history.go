@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,12 +129,7 @@ func ReadHistory(p string) (*History, error) {
 
 // readNoFollow reads the regular file p, not a symlink in its place.
 func readNoFollow(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
+	return state.ReadFile(p, -1, true)
 }
 
 // historyCorrupt is a damaged history with its repair: keep every line
@@ -358,8 +352,4 @@ func truncateTo(p string, n int64) error {
 		return fmt.Errorf("removing the torn tail of %s: %w", p, err)
 	}
 	return nil
-}
-
-func readAllLimit(r io.Reader, n int64) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, n))
 }

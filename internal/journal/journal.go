@@ -94,15 +94,10 @@ func (j *Journal) loadWithHistory() (*Transaction, *History, error) {
 
 func (j *Journal) loadFile() (*Transaction, error) {
 	p := j.txnPath()
-	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	b, err := state.ReadFile(p, MaxTransactionSize, true)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, txnCorrupt(p, err)
-	}
-	defer f.Close()
-	b, err := readAllLimit(f, MaxTransactionSize+1)
 	if err != nil {
 		return nil, txnCorrupt(p, err)
 	}

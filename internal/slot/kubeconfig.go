@@ -2,7 +2,9 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -54,6 +56,29 @@ func writeSlotKubeconfig(d *state.Dir, slotName, kubeconfig, context string) err
 		return err
 	}
 	return state.WriteFile(KubeconfigPath(d, slotName), data)
+}
+
+// ensureSlotKubeconfig writes slots/<slot>.kubeconfig again from the
+// slot's record (the kubeconfig and context it was built with) when it is
+// missing: a record rebuilt by slot repair after the slots directory was
+// lost, or the file removed by hand. Without it zarf would run with no
+// cluster, or KUBECONFIG's default's current context: another cluster.
+func (m *Manager) ensureSlotKubeconfig(slotName string) error {
+	p := KubeconfigPath(m.Dir, slotName)
+	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	rec, err := Load(m.Dir, slotName)
+	if err != nil {
+		return fmt.Errorf("the slot's kubeconfig %s is missing and its record cannot say which cluster it reaches: %w", p, err)
+	}
+	if rec.Context == "" {
+		return fmt.Errorf("the slot's kubeconfig %s is missing and slot %s's record names no context (%s)", p, slotName, m.Dir.Plugin("slot", "describe", slotName))
+	}
+	if err := writeSlotKubeconfig(m.Dir, slotName, rec.Kubeconfig, rec.Context); err != nil {
+		return fmt.Errorf("the slot's kubeconfig %s is missing; writing it again from context %s: %w", p, rec.Context, err)
+	}
+	return nil
 }
 
 // restConfig builds a client config for context in kubeconfig.

@@ -519,3 +519,30 @@ func TestActiveSlotRebuiltKeepsTheRegistryAlias(t *testing.T) {
 		t.Errorf("the active slot's new registry container lacks the alias: %+v", c)
 	}
 }
+
+// TestDeployWritesAMissingSlotKubeconfigAgain (found by TestModel): the
+// slots directory lost and slot a's record rebuilt by slot repair, the
+// slot's kubeconfig was not there, and zarf deployed with no cluster
+// (with the real zarf: KUBECONFIG's default, another cluster). The file
+// is written again from the record's kubeconfig and context first.
+func TestDeployWritesAMissingSlotKubeconfigAgain(t *testing.T) {
+	m, fm := newManager(t)
+	ctx := context.Background()
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(slot.KubeconfigPath(m.Dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	digest := stagePackage(t, m.Dir, "v1", true)
+	if _, err := m.Deploy(ctx, "a", digest, slot.DeployOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := fm.State()
+	if len(st.Deploys) != 1 || st.Deploys[0].Context != "kind-airgap-mgmt-a" {
+		t.Errorf("deploys: %+v, want one into kind-airgap-mgmt-a", st.Deploys)
+	}
+	if _, err := os.Stat(slot.KubeconfigPath(m.Dir, "a")); err != nil {
+		t.Errorf("slot kubeconfig after the deploy: %v", err)
+	}
+}

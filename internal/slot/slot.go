@@ -221,6 +221,9 @@ func absPath(p string) string {
 
 // zarf runs zarf against the slot's cluster only.
 func (m *Manager) zarf(ctx context.Context, slotName string, args ...string) error {
+	if err := m.ensureSlotKubeconfig(slotName); err != nil {
+		return err
+	}
 	r := runner.WithEnv(m.Run, "KUBECONFIG="+KubeconfigPath(m.Dir, slotName))
 	// Plain output: its last lines end up in our error message and the log.
 	_, err := r.Run(ctx, "zarf", append(args, "--no-color")...)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -128,17 +127,16 @@ func (d *Dir) MkdirAll(elem ...string) (string, error) {
 // ReadPointer reads a small pointer file (active, current, previous) without
 // following a symlink: a pointer that is a link is an error, not a redirect.
 func ReadPointer(p string) (string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := ReadFile(p, 4096, true)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
+		var pe *fs.PathError
+		switch {
+		case errors.Is(err, syscall.ELOOP):
 			return "", fmt.Errorf("pointer %s is a symlink; refusing to follow it", p)
+		case errors.As(err, &pe) && pe.Op == "read":
+			return "", fmt.Errorf("reading pointer %s: %w", p, err)
 		}
 		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4097))
-	if err != nil {
-		return "", fmt.Errorf("reading pointer %s: %w", p, err)
 	}
 	if len(b) > 4096 {
 		return "", fmt.Errorf("pointer %s is larger than 4 KiB", p)
@@ -171,16 +169,11 @@ func (e *DamageError) ErrorKind() errkind.Kind { return errkind.Environment }
 // ReadSmall reads a small state file without following a symlink, refusing
 // one larger than limit bytes.
 func ReadSmall(p string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	b, err := ReadFile(p, limit, true)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("it is a symlink; refusing to follow it")
 		}
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > limit {
