@@ -103,7 +103,11 @@ func newMachine(tb testing.TB) *machine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = os.RemoveAll(root) })
+	if os.Getenv("KB_MODEL_KEEPROOT") == "1" {
+		tb.Logf("KB_MODEL_KEEPROOT=1: the machine's root %s is kept", root)
+	} else {
+		tb.Cleanup(func() { _ = os.RemoveAll(root) })
+	}
 	// Every command's garbage is short-lived and the heap small (a few
 	// MB): collecting at four times the live heap, not twice, halves the
 	// collector's share of the model's CPU time.

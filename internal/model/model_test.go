@@ -33,6 +33,9 @@ import (
 // first; KB_MODEL_REPLAY=0 skips the kept regressions (testdata/model/);
 // a violation is shrunk (unless KB_MODEL_SHRINK=0) and printed with its
 // seed; KB_MODEL_KEEP=1 writes the shrunk sequence into testdata/model/.
+// KB_MODEL_ONLY=GLOB replays only the sequences GLOB names (with
+// KB_MODEL_OPS=0: those alone); KB_MODEL_KEEPROOT=1 keeps the machine's
+// root (its state dir, the fakes' state and calls) for a look after.
 // KB_INVARIANT_EXPLORE=report (what make test sets) reports a violation
 // found by a new random sequence without failing; the kept regressions
 // fail either way.
@@ -62,6 +65,9 @@ func TestModel(t *testing.T) {
 
 	// (newMachine moved the working directory: the repository's path.)
 	files, _ := filepath.Glob(repo("internal", "model", "testdata", "model", "*.txtar"))
+	if g := os.Getenv("KB_MODEL_ONLY"); g != "" {
+		files, _ = filepath.Glob(g)
+	}
 	if os.Getenv("KB_MODEL_REPLAY") == "0" {
 		t.Logf("KB_MODEL_REPLAY=0: the %d kept regressions are not replayed", len(files))
 		files = nil

@@ -144,6 +144,20 @@ func (s *Site) Lineage(name string) Lineage {
 	return l
 }
 
+// LastCluster is the last identity the history recorded for slot name
+// with the identity of its cluster, destroyed since or not (nil: none):
+// the cluster a recreate tore it down on (a create's started event names
+// no cluster yet).
+func (s *Site) LastCluster(name string) *journal.SlotIdentity {
+	var id *journal.SlotIdentity
+	for _, ev := range s.events() {
+		if ev.Type == "slot" && ev.Slot == name && ev.Identity != nil && ev.Identity.ClusterID != nil {
+			id = ev.Identity
+		}
+	}
+	return id
+}
+
 // Exists reports whether slot name exists as far as the state can tell:
 // its record is there (readable or not), or the history says it was
 // created and not destroyed since (its record was removed from outside;

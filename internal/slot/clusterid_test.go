@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -102,5 +103,52 @@ func TestPreflightMeetsADamagedRecordFirst(t *testing.T) {
 	var dmg *slot.DamagedError
 	if !errors.As(err, &dmg) || !strings.Contains(err.Error(), "kubectl bundle-slot ") {
 		t.Fatalf("preflight of b with its record damaged: %v, %v; want the record's damage naming its repair", rep, err)
+	}
+}
+
+// TestRecreateRebuildsOnItsOwnCluster (found by TestModel): config.yaml's
+// contexts swapped after a recreate began; the recreate tore slot a down
+// on its cluster and built it on the other one. Before the teardown the
+// rebuild check refuses a config that names another context than the
+// record's; after it, create refuses a context that reaches another
+// cluster than the one torn down, and builds once it is put back.
+func TestRecreateRebuildsOnItsOwnCluster(t *testing.T) {
+	m, _ := newManager(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	existingKubeconfig(t, kc, "https://east.invalid", "https://west.invalid")
+	m.Config.Provider = slot.ProviderExisting
+	own := map[string]slot.ExistingSlot{"a": {Context: "east", Kubeconfig: kc}, "b": {Context: "west", Kubeconfig: kc}}
+	swapped := map[string]slot.ExistingSlot{"a": {Context: "west", Kubeconfig: kc}, "b": {Context: "east", Kubeconfig: kc}}
+	m.Config.Existing = own
+	m.Journal = journal.New(m.Dir) // the identities go into the history
+	uids := map[string]string{"https://east.invalid": "uid-east", "https://west.invalid": "uid-west"}
+	ctx := slot.WithIdentifier(context.Background(), func(_ context.Context, cfg *rest.Config) (*slot.ClusterID, error) {
+		return &slot.ClusterID{Server: cfg.Host, KubeSystemUID: uids[cfg.Host]}, nil
+	})
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Recreatable("a"); err != nil {
+		t.Fatalf("Recreatable(a) with its own context: %v", err)
+	}
+	m.Config.Existing = swapped
+	if err := m.Recreatable("a"); err == nil || !strings.Contains(err.Error(), "another cluster than its own") {
+		t.Errorf("Recreatable(a), config swapped: %v; want a refusal", err)
+	}
+	m.Config.Existing = own
+	if _, err := journal.New(m.Dir).Begin(journal.BeginOptions{Strategy: journal.Recreate, Target: strings.Repeat("1", 64), Slots: journal.Slots{Active: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Destroy(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	m.Config.Existing = swapped
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "tore it down on") {
+		t.Fatalf("create of a on the other cluster during its recreate: %v; want a refusal", err)
+	}
+	m.Config.Existing = own
+	rec, err := m.Create(ctx, "a", slot.CreateOptions{})
+	if err != nil || rec.ClusterID == nil || rec.ClusterID.KubeSystemUID != "uid-east" {
+		t.Fatalf("create of a on its own cluster: %+v, %v", rec, err)
 	}
 }

@@ -164,15 +164,19 @@ func parseBytes(s string) (int64, error) {
 func bytesIEC(b int64) string { return units.IEC(b) }
 
 // Recreatable says why slotName could not be created again now: the
-// zarf init package its create runs is missing. An existing cluster
-// created without init needs nothing from the archives.
+// zarf init package its create runs is missing, or, for an existing
+// cluster, config.yaml names another context than the one it runs on (the
+// rebuild would build it on another cluster). An existing cluster created
+// without init needs nothing from the archives.
 func (m *Manager) Recreatable(slotName string) error {
 	p, err := m.provider()
 	if err != nil {
 		return err
 	}
-	if p.Name() == ProviderExisting && !m.Config.Existing[slotName].Init {
-		return nil
+	if p.Name() == ProviderExisting {
+		if err := m.recreatableExisting(slotName); err != nil || !m.Config.Existing[slotName].Init {
+			return err
+		}
 	}
 	_, err = m.InitPackage()
 	return err

@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
 // ProviderExisting uses a cluster the operator already has, reached
@@ -109,6 +113,9 @@ func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *
 	if err := m.otherSlotIs(rec.Name, id, "create"); err != nil {
 		return err
 	}
+	if err := m.sameAsTornDown(rec.Name, es.Context, id); err != nil {
+		return err
+	}
 	rec.ClusterID = id
 	if err := Save(m.Dir, rec); err != nil {
 		return err
@@ -121,6 +128,51 @@ func (existingProvider) Create(ctx context.Context, m *Manager, rec *Record, _ *
 		return err
 	}
 	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg, 0) })
+}
+
+// sameAsTornDown refuses to build slot name on another cluster than the
+// one the open recreate tore it down on: config.yaml's context for it
+// changed after the teardown, and the rebuild (the update's or the way
+// back's) would leave its own cluster empty and build on another.
+func (m *Manager) sameAsTornDown(name, context string, id *ClusterID) error {
+	s := site.Read(m.Dir)
+	t, err := s.Txn()
+	if err != nil || t == nil || t.Strategy != journal.Recreate || t.Slots.Active != name {
+		return nil
+	}
+	last := s.LastCluster(name)
+	if last == nil {
+		return nil
+	}
+	was := &ClusterID{Server: last.ClusterID.Server, KubeSystemUID: last.ClusterID.KubeSystemUID, NodeContainer: last.ClusterID.NodeContainer}
+	if was.Same(id) {
+		return nil
+	}
+	return errkind.New(errkind.Environment, "refusing to create slot %s: recreate transaction %s tore it down on %s, and context %s (config.yaml's existing.%s.context) now reaches %s, another cluster; nothing was created. "+
+		"Point existing.%s.context back at the cluster it was torn down on (context %s), then re-run the same command",
+		name, t.ID, was, context, name, id, name, last.Context)
+}
+
+// recreatableExisting: an existing slot is built again on the context its
+// record names; config.yaml naming another one would build it elsewhere.
+func (m *Manager) recreatableExisting(slotName string) error {
+	rec, err := Load(m.Dir, slotName)
+	if err != nil {
+		return nil // its own damage, or gone: met by the step itself
+	}
+	es := m.Config.Existing[slotName]
+	if es.Context != rec.Context || absPath(es.Kubeconfig) != absPath(rec.Kubeconfig) {
+		return fmt.Errorf("config.yaml builds slot %s with context %s%s, but it runs on context %s%s: a rebuild would build it on another cluster than its own; set existing.%s.context back to %s",
+			slotName, es.Context, inFile(es.Kubeconfig), rec.Context, inFile(rec.Kubeconfig), slotName, rec.Context)
+	}
+	return nil
+}
+
+func inFile(kubeconfig string) string {
+	if kubeconfig == "" {
+		return ""
+	}
+	return " of " + kubeconfig
 }
 
 func (existingProvider) Destroy(_ context.Context, m *Manager, rec *Record, _ *Names) error {
