@@ -241,6 +241,13 @@ func (x *run) rollbackStep() error {
 func (x *run) rolledBack() error {
 	x.recordedGate()
 	a := x.sc.Vars["active"]
+	if !site.Read(x.d).Exists(a) {
+		// Destroyed with --force during the update: there is nothing to
+		// gate, and nothing serves (exit 3: the update failed; not the
+		// gate plugin's 2 for a slot that does not exist).
+		x.fail("the active slot " + a + " does not exist any more (destroyed with --force since the update began): nothing serves")
+		return x.finish(3, "the update was rolled back, but the active slot "+a+" does not exist any more")
+	}
 	code := x.gateInPlace(a)
 	if code != 0 && code != 1 {
 		x.notGated(a, code)
