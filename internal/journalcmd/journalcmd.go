@@ -95,11 +95,53 @@ transaction's next step, then a switch that did not finish or a soak to
 end; on a site at rest there is nothing to run (exit 0, no command).
 Nothing changes. -o json (or -o jsonpath=...) gives the same for scripts.
 
+With --run it prints that command and runs it (its arguments as printed,
+never through a shell), with this terminal; its exit code is the step's.
+A run that owns the transaction is waited for (exit 4); with nothing to
+run it says so (exit 0).
+
 Examples:
   kubectl bundle-journal next
+  kubectl bundle-journal next --run
   kubectl bundle-journal next -o json
   kubectl bundle-journal next -o jsonpath='{.next.command}'`,
-				Action: func(_ context.Context, cmd *cli.Command) error { return next(streams, cmd) },
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "run", Usage: "print the next step's command and run it; exit with its code"},
+				},
+				Action: func(ctx context.Context, cmd *cli.Command) error { return next(ctx, streams, cmd) },
+			},
+			{
+				Name:  "previous",
+				Usage: "the package the active slot's package replaced, staged, to update back to after accept",
+				Description: `After accept there is no revert: going back is a new update to the
+earlier package. This finds it in the history: the fallback of the last
+update that installed the active slot's package and completed (a later
+update that failed or was reverted does not count), and its staged copy.
+Exit 3 when the records hold no earlier package, or its staged copy is
+gone (the message says how to stage it again). Nothing changes.
+
+Examples:
+  kubectl bundle-journal previous
+  kubectl bundle-journal previous -o jsonpath='{.staged}'`,
+				Action: func(_ context.Context, cmd *cli.Command) error { return previousCmd(streams, cmd) },
+			},
+			{
+				Name:  "scripts",
+				Usage: "the directory of the strategy scripts (blue-green.sh, in-place.sh, recreate.sh) that this plugin's commands name",
+				Description: `Prints where the strategy scripts are, as the commands this plugin prints
+find them: $KUBECTL_BUNDLE_SCRIPTS_DIR, else kubectl-bundle-scripts beside
+the plugin (a krew install's too), else the checkout it was built from.
+Exit 3 when none holds them.
+
+Examples:
+  kubectl bundle-journal scripts
+  SCRIPTS=$(kubectl bundle-journal scripts) && "$SCRIPTS/blue-green.sh" --help`,
+				Action: func(_ context.Context, cmd *cli.Command) error {
+					if cmd.Args().Len() > 0 {
+						return kcli.Usage("scripts takes no arguments (see --help)")
+					}
+					return scriptsDir(streams)
+				},
 			},
 			{
 				Name:        "log",
@@ -434,7 +476,7 @@ type nextView struct {
 // next is `journal next`: the one step to run now, from the planner. A
 // repair comes first (exit 3, as status), then the open transaction's
 // step, then what the site's records say (site.Next).
-func next(streams kcli.IOStreams, cmd *cli.Command) error {
+func next(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 	s, err := openSession(streams, cmd, false)
 	if err != nil {
 		return err
@@ -442,6 +484,12 @@ func next(streams kcli.IOStreams, cmd *cli.Command) error {
 	v, damage, err := planNext(s)
 	if err != nil {
 		return err
+	}
+	if cmd.Bool("run") {
+		if cmd.Args().Len() > 0 {
+			return kcli.Usage("next takes no arguments (see --help)")
+		}
+		return runNext(ctx, streams, v.Next)
 	}
 	if s.common.Output == kcli.OutputJSON {
 		if err := kcli.WriteJSON(streams.Out, v); err != nil {
