@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -59,7 +58,7 @@ func program(argv []string) (string, []string) {
 	}
 	name := strings.TrimPrefix(argv[1], "bundle-")
 	for _, b := range []string{"kubectl-bundle-" + name, "kubectl-bundle_" + name} {
-		if p, err := exec.LookPath(b); err == nil {
+		if p, err := runner.LookPath(b); err == nil {
 			return p, argv[2:]
 		}
 	}

@@ -163,3 +163,6 @@ func Attach(ctx context.Context, env []string, stdin io.Reader, stdout, stderr i
 	}
 	return Exec{Env: env}.RunAttached(ctx, stdin, stdout, stderr, name, args...)
 }
+
+// LookPath is exec.LookPath: the file name runs as when it has no slash.
+func LookPath(name string) (string, error) { return exec.LookPath(name) }
