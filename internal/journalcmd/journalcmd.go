@@ -408,7 +408,7 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	// after the status, so that the command to run next is the repair.
 	var damage error
 	if t != nil {
-		damage = s.Check()
+		damage = txnDamage(s, t)
 	}
 	// A run lock that is not a regular file stops every command that
 	// probes or takes it (every script first): said with its repair,
@@ -537,7 +537,7 @@ func planNext(s *session) (v nextView, damage error, err error) {
 			v.Next.Do(s.dir.Repair())
 		}
 	default:
-		if err := s.Check(); err != nil && errors.As(err, &dmg) {
+		if err := txnDamage(s, t); err != nil && errors.As(err, &dmg) {
 			// A repair runs before any step the damage would refuse.
 			v.Source, damage = "damage", err
 			v.Next = journal.NextStep{Why: dmg.Path + ": " + dmg.Problem}
@@ -554,6 +554,27 @@ func planNext(s *session) (v nextView, damage error, err error) {
 		}
 	}
 	return v, damage, nil
+}
+
+// txnDamage is the damage the next step meets first: the guard's (the
+// pointer, the switch record, a protected slot's record), then, with a
+// transaction open, the record of one of its slots lost from outside
+// while the history says the slot exists: its step would stop on it, and
+// the re-run the status names would stop again.
+func txnDamage(s *session, t *journal.Transaction) error {
+	if err := s.Check(); err != nil || t == nil {
+		return err
+	}
+	for _, n := range []string{t.Slots.Active, t.Slots.Candidate} {
+		if n == "" {
+			continue
+		}
+		var dmg *state.DamageError
+		if _, err := s.LoadSlot(n); errors.As(err, &dmg) {
+			return err
+		}
+	}
+	return nil
 }
 
 // nextText is a next step as text: the command (or the run to wait for,

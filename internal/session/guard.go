@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
@@ -77,6 +78,13 @@ func (s *Session) Check() error {
 // the pointer or the switch record, which decide that, comes first.
 func (s *Session) LoadSlot(name string) (*slot.Record, error) {
 	rec, err := slot.Load(s.Dir, name)
+	if errors.As(err, new(*slot.NotFoundError)) && site.Read(s.Dir).Lineage(name).Exists {
+		// Removed from outside: the slot still runs, and naming it is no
+		// usage error (exit 2); its record is rebuilt from what runs.
+		return nil, &state.DamageError{Path: record.SlotPath(s.Dir, name),
+			Problem: "it is missing, but the history says slot " + name + " was created and not destroyed",
+			Fix:     advice.Do(slot.RepairOf(s.Dir, name)).Because("rebuilds its record from what runs")}
+	}
 	var dmg *slot.DamagedError
 	if errors.As(err, &dmg) {
 		p, perr := site.Read(s.Dir).Protects(name)
