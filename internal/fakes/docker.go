@@ -53,7 +53,7 @@ var dockerCommands = map[string]dockerCmd{
 	"stats":         {flags: map[string]bool{"--no-stream": false, "--format": true}, formats: []string{formatStats}, interspersed: true, run: dockerStats},
 	"inspect":       {flags: map[string]bool{"--format": true}, formats: []string{formatNetworks}, interspersed: true, run: dockerInspect},
 	"image inspect": {flags: map[string]bool{"--format": true}, formats: []string{formatID}, interspersed: true, run: dockerImageInspect},
-	"run": {flags: map[string]bool{"-d": false, "--name": true, "--network": true, "--network-alias": true, "-p": true, "--label": true},
+	"run": {flags: map[string]bool{"-d": false, "--name": true, "--network": true, "--network-alias": true, "-p": true, "--label": true, "--restart": true},
 		formats: []string{""}, run: dockerRun},
 	"rm":                 {flags: map[string]bool{"-f": false}, formats: []string{""}, interspersed: true, run: dockerRm},
 	"load":               {flags: map[string]bool{"-i": true}, formats: []string{""}, interspersed: true, run: dockerLoad},
@@ -308,7 +308,7 @@ func dockerRun(_ env, s *State, c *dockerCall, out io.Writer) error {
 	if name == "" || len(c.args) == 0 {
 		return fmt.Errorf("fake docker run: want --name and an image")
 	}
-	ct := &Container{Image: c.args[0], Network: last(c.flags["--network"]), Aliases: c.flags["--network-alias"], Labels: map[string]string{}, Memory: 64 << 20}
+	ct := &Container{Image: c.args[0], Network: last(c.flags["--network"]), Aliases: c.flags["--network-alias"], Labels: map[string]string{}, Memory: 64 << 20, Restart: last(c.flags["--restart"])}
 	for _, l := range c.flags["--label"] {
 		k, v, _ := strings.Cut(l, "=")
 		ct.Labels[k] = v

@@ -72,6 +72,8 @@ type Container struct {
 	// Status is "" for a running container, StatusCreated for one created
 	// but never started (docker run killed half way).
 	Status string `json:"status,omitempty"`
+	// Restart is the container's restart policy (docker run --restart).
+	Restart string `json:"restart,omitempty"`
 }
 
 // StatusCreated is a container docker created but did not start: docker ps

@@ -149,6 +149,10 @@ func TestCreateDeployDestroy(t *testing.T) {
 	if c := st.Containers["krops-registry-airgap-a"]; c == nil || c.Network != "kind" || c.Labels["dev.kubectl-bundle.slot"] != "a" {
 		t.Errorf("registry container: %+v", c)
 	}
+	// It comes back with the Docker engine (a host reboot).
+	if c := st.Containers["krops-registry-airgap-a"]; c == nil || c.Restart != "unless-stopped" {
+		t.Errorf("registry container's restart policy: %+v, want unless-stopped", c)
+	}
 	if strings.Join(st.Images, ",") != "images.tar" {
 		t.Errorf("images loaded: %v", st.Images)
 	}

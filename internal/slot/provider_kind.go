@@ -429,11 +429,14 @@ func (m *Manager) removeContainers(ctx context.Context, n *Names) error {
 
 // startRegistry runs the slot's registry as stage-and-create-cluster.sh
 // does and checks its health from the host: GET /v2/ on the published port
-// (the image need not carry a shell or wget for a health command).
+// (the image need not carry a shell or wget for a health command). Unlike
+// the site's own registry, it restarts with the Docker engine (a host
+// reboot) unless an operator stopped it: the kind node beside it does, and
+// a node whose registry is gone pulls nothing.
 func (m *Manager) startRegistry(ctx context.Context, n *Names) error {
 	_, _ = m.Run.Run(ctx, "docker", "rm", "-f", n.Registry)
 	port := strconv.Itoa(n.RegistryPort)
-	args := []string{"run", "-d", "--name", n.Registry, "--network", "kind"}
+	args := []string{"run", "-d", "--restart", "unless-stopped", "--name", n.Registry, "--network", "kind"}
 	// The active slot rebuilt (recreate's BUILDING, BUILDING_FALLBACK)
 	// gets the registry alias back with its new container: the switch
 	// that gave it to the old container does not run again.
