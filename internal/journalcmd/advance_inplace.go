@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
 
 // linear is a strategy that changes the active slot itself, step after
@@ -18,6 +20,9 @@ type linear struct {
 	// nothingTo ends "no previous package is recorded for slot A: ".
 	nothingTo string
 	recovery  journal.Phase
+	// outside: the package's deploy actions (outside Zarf's record) are
+	// listed once it is verified, and again as left by the recovery.
+	outside bool
 	// says is what the run says before the recovery step first runs.
 	says func(t *journal.Transaction) string
 	// recover is the recovery step's command.
@@ -38,7 +43,7 @@ type linearStep struct {
 }
 
 var inPlaceRun = linear{
-	verb: "updates", untouched: "nothing was deployed", nothingTo: "nothing to restore", recovery: journal.Restoring,
+	verb: "updates", untouched: "nothing was deployed", nothingTo: "nothing to restore", recovery: journal.Restoring, outside: true,
 	says: func(t *journal.Transaction) string {
 		return fmt.Sprintf("BEST EFFORT: redeploying the previous package %s into slot %s (in-place cannot guarantee it comes back as it was)", short(t.Fallback), t.Slots.Active)
 	},
@@ -132,6 +137,14 @@ func (x *run) linearRun(l linear) error {
 			return x.failed("verification of "+x.r.pkg, "recover")
 		}
 		x.pass("package verified and staged (" + t.Target + ")")
+		if l.outside {
+			if acts := x.outsideRecord(t.Target); len(acts) > 0 {
+				x.say("NOTE: the package's deploy actions run commands whose changes Zarf does not record; a restore of the previous package redeploys over them and cannot remove them:")
+				for _, a := range acts {
+					x.say("  %s", a)
+				}
+			}
+		}
 		return x.goTo("0")
 	case "gate":
 		if !x.runStep(journal.Healthy, "gate", append([]string{"--slot", t.Slots.Active, "--record"}, x.r.gate...)...) {
@@ -151,6 +164,11 @@ func (x *run) linearRun(l linear) error {
 		}
 		if !x.donePhase(l.recovery) {
 			x.say("%s", l.says(t))
+			if l.outside {
+				for _, a := range x.outsideRecord(t.Target) {
+					x.say("  left in place (a deploy action outside Zarf's record): %s", a)
+				}
+			}
 		}
 		name, args := l.recover(x, t)
 		if !x.runStep(l.recovery, name, args...) {
@@ -200,4 +218,19 @@ func (x *run) commit(record bool) error {
 	}
 	x.pass("update committed")
 	return x.finish(0, "")
+}
+
+// outsideRecord is the deploy actions of the staged package digest, one
+// line each (component, when, command): what a restore cannot remove.
+// Nothing when it is not staged or its report names none.
+func (x *run) outsideRecord(digest string) []string {
+	p, err := stage.Lookup(x.d, &stage.Ref{Arg: digest, Digest: digest})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, a := range p.Record.Report.DeployActions {
+		out = append(out, fmt.Sprintf("%s (%s): %s", a.Component, a.When, verify.FirstLine(a.Cmd, 120)))
+	}
+	return out
 }

@@ -52,6 +52,13 @@ type Report struct {
 		Issuer         string `json:"issuer,omitempty"`
 	} `json:"signer"`
 	SignatureSkipped bool `json:"signatureSkipped,omitempty"`
+	// DeployActions are the package's commands run at deploy, outside
+	// Zarf's record (verify's report).
+	DeployActions []struct {
+		Component string `json:"component"`
+		When      string `json:"when"`
+		Cmd       string `json:"cmd"`
+	} `json:"deployActions,omitempty"`
 
 	raw json.RawMessage
 }

@@ -171,3 +171,40 @@ func TestParseSplitMetadata(t *testing.T) {
 		}
 	}
 }
+
+// zarf.yaml's onDeploy actions are kept, each with its component and when
+// it runs: what they change, Zarf does not record (issue 28).
+func TestParseZarfYAMLDeployActions(t *testing.T) {
+	y := `kind: ZarfPackageConfig
+metadata: {name: p, version: 1.0.0, architecture: amd64}
+components:
+- name: caaph
+  actions:
+    onDeploy:
+      before:
+      - cmd: ./zarf tools kubectl apply -f caaph.yaml
+      after:
+      - cmd: |
+          kubectl apply -f a.yaml
+          kubectl apply -f b.yaml
+      - description: no command
+      onFailure:
+      - cmd: echo failed
+    onRemove:
+      before:
+      - cmd: kubectl delete -f caaph.yaml
+- name: plain
+`
+	p, err := ParseZarfYAML([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range p.DeployActions {
+		got = append(got, a.Component+"/"+a.When+"/"+FirstLine(a.Cmd, 40))
+	}
+	want := "caaph/before/./zarf tools kubectl apply -f caaph.yaml|caaph/after/kubectl apply -f a.yaml ...|caaph/onFailure/echo failed"
+	if strings.Join(got, "|") != want {
+		t.Errorf("deploy actions:\n got %s\nwant %s", strings.Join(got, "|"), want)
+	}
+}

@@ -105,6 +105,9 @@ type Report struct {
 	Checks           []Check `json:"checks"`
 	// Staged says where --stage put the package; nil when not staged.
 	Staged *Staged `json:"staged,omitempty"`
+	// DeployActions are the commands the package runs at deploy, outside
+	// Zarf's record (zarf.yaml's actions.onDeploy).
+	DeployActions []DeployAction `json:"deployActions,omitempty"`
 	// Warnings are what the operator should know even when the package verifies.
 	Warnings    []string `json:"warnings,omitempty"`
 	ToolVersion string   `json:"toolVersion,omitempty"`

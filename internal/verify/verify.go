@@ -195,6 +195,10 @@ func (v *Verifier) checkZarfYAML(r *Report, a *archiveResult) (*ZarfPackage, boo
 		return nil, false
 	}
 	r.Package = PackageInfo{Name: pkg.Name, Version: pkg.Version, Architecture: pkg.Architecture, Kind: pkg.Kind, APIVersion: pkg.APIVersion}
+	r.DeployActions = pkg.DeployActions
+	if n := len(pkg.DeployActions); n > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d deploy action(s) run commands at deploy whose changes Zarf does not record (zarf package remove and a redeploy of another package leave them): %s", n, deployActionList(pkg.DeployActions)))
+	}
 	r.set(CheckZarfYAML, Pass, "%s %s %s %s (%s)", pkg.APIVersion, pkg.Kind, pkg.Name, pkg.Version, pkg.Architecture)
 	return pkg, true
 }
@@ -323,4 +327,25 @@ func (v *Verifier) checkSBOM(r *Report, a *archiveResult, pkg *ZarfPackage) {
 	default:
 		r.set(CheckSBOM, Pass, "%d Syft JSON documents; every image and file component has one", len(a.sbom.documents))
 	}
+}
+
+// deployActionList names each deploy action on one line: its component,
+// when it runs and its command's first line.
+func deployActionList(acts []DeployAction) string {
+	parts := make([]string, 0, len(acts))
+	for _, a := range acts {
+		parts = append(parts, fmt.Sprintf("%s (%s): %s", a.Component, a.When, FirstLine(a.Cmd, 120)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FirstLine is the first line of s, cut to max characters.
+func FirstLine(s string, max int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
 }

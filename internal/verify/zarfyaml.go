@@ -40,6 +40,32 @@ type ZarfPackage struct {
 	FileComponents []string
 	// SBOMAble is true when the package has images, files or data injections.
 	SBOMAble bool
+	// DeployActions are the commands its components run at deploy
+	// (actions.onDeploy): what they change, Zarf does not record, so that
+	// removing or redeploying another package over it leaves it.
+	DeployActions []DeployAction
+}
+
+// DeployAction is one command a component runs at deploy.
+type DeployAction struct {
+	Component string `json:"component"`
+	// When is before, after, onSuccess or onFailure.
+	When string `json:"when"`
+	Cmd  string `json:"cmd"`
+}
+
+// maxDeployActions bounds the actions kept from an untrusted zarf.yaml.
+const maxDeployActions = 256
+
+type rawActions struct {
+	Before    []rawAction `yaml:"before"`
+	After     []rawAction `yaml:"after"`
+	OnSuccess []rawAction `yaml:"onSuccess"`
+	OnFailure []rawAction `yaml:"onFailure"`
+}
+
+type rawAction struct {
+	Cmd string `yaml:"cmd"`
 }
 
 // ImageUse is one place zarf.yaml names an image: the component and
@@ -93,6 +119,9 @@ type rawDoc struct {
 		ImageArchives  []struct {
 			Images []string `yaml:"images"`
 		} `yaml:"imageArchives"`
+		Actions struct {
+			OnDeploy rawActions `yaml:"onDeploy"`
+		} `yaml:"actions"`
 	} `yaml:"components"`
 }
 
@@ -195,6 +224,16 @@ func fromRaw(d *rawDoc) *ZarfPackage {
 		}
 		if len(c.Files) > 0 || len(c.DataInjections) > 0 {
 			p.FileComponents = append(p.FileComponents, c.Name)
+		}
+		for _, w := range []struct {
+			when string
+			acts []rawAction
+		}{{"before", c.Actions.OnDeploy.Before}, {"after", c.Actions.OnDeploy.After}, {"onSuccess", c.Actions.OnDeploy.OnSuccess}, {"onFailure", c.Actions.OnDeploy.OnFailure}} {
+			for _, a := range w.acts {
+				if strings.TrimSpace(a.Cmd) != "" && len(p.DeployActions) < maxDeployActions {
+					p.DeployActions = append(p.DeployActions, DeployAction{Component: c.Name, When: w.when, Cmd: strings.TrimSpace(a.Cmd)})
+				}
+			}
 		}
 		if len(c.Images) > 0 || len(c.Files) > 0 || len(c.DataInjections) > 0 || len(c.ImageArchives) > 0 {
 			p.SBOMAble = true
