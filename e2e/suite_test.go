@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -82,5 +83,30 @@ func TestSuiteBehaviour(t *testing.T) {
 				t.Errorf("-o yaml refused: %q", errOut)
 			}
 		})
+	}
+}
+
+// TestEveryCommandHasAHelpGolden: help.txtar holds the --help of every
+// binary and every visible subcommand, so that a new command's usage,
+// flags and exit codes are reviewed as a golden file (a subcommand added
+// without one failed CI once, through the binary's own list changing).
+func TestEveryCommandHasAHelpGolden(t *testing.T) {
+	script, err := os.ReadFile(repo("e2e/testdata/script/help.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plugins.All() {
+		cmd := p.Build(kcli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+		lines := []string{"exec " + p.Name + " --help\n"}
+		for _, sub := range cmd.Commands {
+			if !sub.Hidden {
+				lines = append(lines, "exec "+p.Name+" "+sub.Name+" --help\ncmp stdout help/")
+			}
+		}
+		for _, l := range lines {
+			if !bytes.Contains(script, []byte(l)) {
+				t.Errorf("help.txtar has no %q: add it with its golden file (help/NAME.txt, written by UPDATE=1 once the section exists)", strings.TrimSpace(strings.SplitN(l, "\n", 2)[0]))
+			}
+		}
 	}
 }

@@ -40,7 +40,7 @@ func TestRejects(t *testing.T) {
 		{"docker unknown subcommand", "docker", []string{"pull", "nginx"}, `fake docker: unsupported subcommand "pull"`},
 		{"docker no subcommand", "docker", nil, "fake docker: unsupported docker without a subcommand"},
 		{"docker unknown network subcommand", "docker", []string{"network", "create", "kind"}, `fake docker: unsupported subcommand "network create"`},
-		{"docker unknown flag", "docker", []string{"run", "-d", "--restart=always", "--name", "x", "img"}, "fake docker: unsupported flag --restart of docker run"},
+		{"docker unknown flag", "docker", []string{"run", "-d", "--memory=1g", "--name", "x", "img"}, "fake docker: unsupported flag --memory of docker run"},
 		{"docker flag of another subcommand", "docker", []string{"ps", "--no-stream"}, "fake docker: unsupported flag --no-stream of docker ps"},
 		{"docker value on a boolean flag", "docker", []string{"rm", "-f=true", "x"}, "fake docker: unsupported flag -f=true with a value"},
 		{"docker unknown format", "docker", []string{"ps", "-a", "--format", "{{.ID}}"}, `fake docker: unsupported --format template "{{.ID}}" of docker ps`},
