@@ -167,15 +167,7 @@ func TestRepairNamesTheStateDir(t *testing.T) {
 // the pointer then would lose which slot serves.
 func TestActiveRepairSkipsUnreadySlotsAndRepairsRecordsFirst(t *testing.T) {
 	d := openFound(t)
-	save := func(name, st string) {
-		t.Helper()
-		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
-			Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()},
-			Gate:    &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}}
-		if err := slot.Save(d, r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	save := func(name, st string) { t.Helper(); saveGated(t, d, name, st) }
 	save("a", slot.StateDestroying)
 	save("b", slot.StateReady)
 	for what, got := range map[string]string{
@@ -217,15 +209,7 @@ func TestActiveRepairSkipsUnreadySlotsAndRepairsRecordsFirst(t *testing.T) {
 // pointer goes to a slot that can serve.
 func TestSwitchRepairSkipsAnActiveSlotThatIsNotReady(t *testing.T) {
 	d := openFound(t)
-	save := func(name, st string) {
-		t.Helper()
-		r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
-			Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()},
-			Gate:    &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}}
-		if err := slot.Save(d, r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	save := func(name, st string) { t.Helper(); saveGated(t, d, name, st) }
 	fix := func() string {
 		t.Helper()
 		_, err := site.Read(d).Switch()
@@ -256,5 +240,17 @@ func TestSwitchRepairSkipsAnActiveSlotThatIsNotReady(t *testing.T) {
 	}
 	if got, want := fix(), "rm "+d.Join("switch.json")+"   # slot a is being rebuilt by a recreate: there is no switch to keep"; got != want {
 		t.Errorf("a recreate rebuilds a: the repair is %q, want %q", got, want)
+	}
+}
+
+// saveGated saves slot NAME's record in state ST on an existing cluster,
+// holding pkg with a passed gate.
+func saveGated(t *testing.T, d *state.Dir, name, st string) {
+	t.Helper()
+	r := &slot.Record{Name: name, Provider: slot.ProviderExisting, Context: name, State: st,
+		Package: &slot.PackageRef{Digest: pkg, Deployed: time.Now()},
+		Gate:    &slot.GateResult{Gate: "default", Passed: true, Time: time.Now(), Package: pkg}}
+	if err := slot.Save(d, r); err != nil {
+		t.Fatal(err)
 	}
 }
