@@ -37,6 +37,8 @@ func TestLayering(t *testing.T) {
 		"internal/evidence":   {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/capture":    {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
 		"internal/seed":       {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec"},
+		// An artifact's build reaches nothing outside it: no process, no network.
+		"internal/fluxart": {"github.com/urfave/cli/v3", "github.com/kubectl-bundle/kubectl-bundle/internal/cli", "os/exec", "net/http"},
 		// The one reading of the site sits below the libraries that ask it
 		// (slot, switchover, session, the commands), and the record types
 		// and parsers below it: no cycle, no second reader.

@@ -1,0 +1,286 @@
+package fluxart
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// artifact is a tar+gzip of files (name -> content), as flux push artifact
+// writes one; a name ending in "/" is a directory.
+func artifact(t testing.TB, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h := &tar.Header{Name: n, Mode: 0o644, Size: int64(len(files[n])), Typeflag: tar.TypeReg}
+		if strings.HasSuffix(n, "/") {
+			h = &tar.Header{Name: n, Mode: 0o755, Typeflag: tar.TypeDir}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write([]byte(files[n])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// siteTree is shaped as the first site's config artifact: the mgmt tree's
+// Flux Kustomizations (the cluster with a healthCheck on it, the add-ons
+// depending on its CNI), a cluster directory without a kustomization file
+// (Flux generates one), a CNI directory with one. NAME is the workload
+// cluster's name as the build left it.
+func siteTree(name, postBuild string) map[string]string {
+	return map[string]string{
+		"mgmt/local-host/flux-ks.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: ` + name + `
+  namespace: flux-system
+spec:
+  interval: 5m
+  prune: true
+  sourceRef:
+    kind: OCIRepository
+    name: flux-system
+  path: ./mgmt/local-host/clusters/docker
+  healthChecks:
+    - apiVersion: cluster.x-k8s.io/v1beta2
+      kind: Cluster
+      name: ` + name + `
+      namespace: default
+` + postBuild + `---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: ` + name + `-cni
+  namespace: flux-system
+spec:
+  path: ./mgmt/local-host/addons/cni
+  sourceRef:
+    kind: OCIRepository
+    name: flux-system
+  dependsOn:
+    - name: ` + name + `
+`,
+		"mgmt/local-host/addons/flux-apps/flux-ks.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: flux-apps
+  namespace: flux-system
+spec:
+  path: ./mgmt/local-host/addons/flux-apps/apps
+  sourceRef:
+    kind: OCIRepository
+    name: flux-system
+  dependsOn:
+    - name: ` + name + `-cni
+`,
+		"mgmt/local-host/addons/flux-apps/apps/podinfo.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: podinfo\n",
+		"mgmt/local-host/clusters/docker/cluster.yaml": `apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata:
+  name: ` + name + `
+  namespace: default
+spec:
+  infrastructureRef:
+    apiGroup: infrastructure.cluster.x-k8s.io
+    kind: DockerCluster
+    name: ` + name + `
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerCluster
+metadata:
+  name: ` + name + `
+  namespace: default
+`,
+		"mgmt/local-host/clusters/docker/README.md":  "not a manifest\n",
+		"mgmt/local-host/clusters/docker/notes.yaml": "just: notes\n",
+		"mgmt/local-host/addons/cni/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - cni.yaml
+`,
+		"mgmt/local-host/addons/cni/cni.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cni\n  namespace: default\n",
+	}
+}
+
+func read(t *testing.T, files map[string]string) *Tree {
+	t.Helper()
+	tree, err := Read(bytes.NewReader(artifact(t, files)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// TestClustersOfTheSiteTree: the site's workload cluster is found by
+// building its Kustomization's path (a directory Flux generates the
+// kustomization of: the README and the non-manifest YAML are left out, as
+// Flux leaves them), with every Kustomization that names it.
+func TestClustersOfTheSiteTree(t *testing.T) {
+	tree := read(t, siteTree("local-workload", ""))
+	ks := tree.Kustomizations()
+	var names []string
+	for _, k := range ks {
+		names = append(names, k.Name)
+	}
+	if want := []string{"flux-apps", "local-workload", "local-workload-cni"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("Kustomizations %q, want %q", names, want)
+	}
+	got, err := tree.Clusters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Cluster{{Name: "local-workload", Namespace: "default", Kustomization: "local-workload",
+		NamedBy: []string{"healthChecks of local-workload", "dependsOn of local-workload-cni (local-workload)", "dependsOn of flux-apps (local-workload-cni)"}}}
+	sort.Strings(want[0].NamedBy)
+	for i := range got {
+		sort.Strings(got[i].NamedBy)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Clusters\n got %+v\nwant %+v", got, want)
+	}
+	objs, err := tree.Build("./mgmt/local-host/clusters/docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].Kind != "Cluster" || objs[1].Kind != "DockerCluster" {
+		t.Errorf("generated build: %+v, want the Cluster and the DockerCluster only", objs)
+	}
+}
+
+// TestClustersNamedByAVariable: with the name a postBuild variable (the
+// rename given ${WORKLOAD_CLUSTER_NAME:=local-workload}) and the
+// Kustomization substituting, the cluster's name is the slot's to set;
+// without postBuild it is a fixed (odd) name.
+func TestClustersNamedByAVariable(t *testing.T) {
+	const v = "${WORKLOAD_CLUSTER_NAME:=local-workload}"
+	pb := "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: kb-slot\n        optional: true\n"
+	got, err := read(t, siteTree(v, pb)).Clusters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Variable != "WORKLOAD_CLUSTER_NAME" || got[0].Default != "local-workload" || got[0].Name != v {
+		t.Errorf("with postBuild: %+v", got)
+	}
+	got, err = read(t, siteTree(v, "")).Clusters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Variable != "" {
+		t.Errorf("without postBuild the variable is never substituted: %+v", got)
+	}
+}
+
+// TestBuildRefusesWhatIsNotInTheArtifact: a remote base or a path out of
+// the tree is refused before kustomize runs (a build never reaches the
+// network or the host's files).
+func TestBuildRefusesWhatIsNotInTheArtifact(t *testing.T) {
+	for name, res := range map[string]string{
+		"a URL":            "https://example.invalid/base",
+		"a git base":       "github.com/example/base?ref=v1",
+		"an absolute path": "/etc",
+		"a path out":       "../../../../etc",
+		"a patch by URL":   "http://127.0.0.1:1/patch.yaml",
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := siteTree("local-workload", "")
+			files["mgmt/local-host/addons/cni/kustomization.yaml"] = "resources:\n  - cni.yaml\n  - " + res + "\n"
+			if name == "a patch by URL" {
+				files["mgmt/local-host/addons/cni/kustomization.yaml"] = "resources:\n  - cni.yaml\npatches:\n  - path: " + res + "\n"
+			}
+			tree := read(t, files)
+			_, err := tree.Build("mgmt/local-host/addons/cni")
+			if err == nil || !strings.Contains(err.Error(), "is not in the artifact") {
+				t.Fatalf("build: %v, want a refusal naming the resource", err)
+			}
+			if _, err := tree.Clusters(); err == nil || !strings.Contains(err.Error(), "flux Kustomization local-workload-cni") {
+				t.Errorf("Clusters: %v, want the Kustomization named", err)
+			}
+		})
+	}
+}
+
+// TestReadRefuses: entries that leave the tree, a name twice, and the
+// limits.
+func TestReadRefuses(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"dot-dot":       {"a/../../etc/passwd": "x"},
+		"backslash":     {`a\b.yaml`: "x"},
+		"file and file": {"a.yaml": "x", "./a.yaml": "y"},
+		"dir and file":  {"a/b": "x", "a": "y"},
+	} {
+		if _, err := Read(bytes.NewReader(artifact(t, files))); err == nil {
+			t.Errorf("%s: read", name)
+		}
+	}
+	if _, err := Read(strings.NewReader("not gzip")); err == nil || !strings.Contains(err.Error(), "not gzip") {
+		t.Errorf("not gzip: %v", err)
+	}
+	big := map[string]string{"big.yaml": strings.Repeat("x", MaxFileBytes+1)}
+	if _, err := Read(bytes.NewReader(artifact(t, big))); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a file over the limit: %v", err)
+	}
+	tree := read(t, map[string]string{"./x/y.yaml": "a: 1\n", "x/": ""})
+	if got := tree.Files(); !reflect.DeepEqual(got, []string{"/x/y.yaml"}) {
+		t.Errorf("files %q", got)
+	}
+	if _, err := tree.Build("../x"); err == nil {
+		t.Error("Build of a path with .. ran")
+	}
+}
+
+func TestVariable(t *testing.T) {
+	for in, want := range map[string][3]string{
+		"${A}":        {"A", "", "true"},
+		"${A:=b-c}":   {"A", "b-c", "true"},
+		"${}":         {"", "", "false"},
+		"x${A}":       {"", "", "false"},
+		"${A}${B}":    {"", "", "false"},
+		"local":       {"", "", "false"},
+		"${A:=${B}}":  {"", "", "false"},
+		"${A:=b}tail": {"", "", "false"},
+	} {
+		v, d, ok := variable(in)
+		if got := [3]string{v, d, map[bool]string{true: "true", false: "false"}[ok]}; got != want {
+			t.Errorf("variable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzRead: any bytes, as a Flux artifact's layer, are read or refused;
+// a tree read is built without panicking.
+func FuzzRead(f *testing.F) {
+	f.Add(artifact(f, siteTree("local-workload", "")))
+	f.Add(artifact(f, map[string]string{"k/kustomization.yaml": "resources: [a.yaml, ../k]\n", "k/a.yaml": "apiVersion: v1\nkind: X\nmetadata: {name: a}\n",
+		"f.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: k}\nspec: {path: ./k}\n"}))
+	f.Add([]byte("\x1f\x8b"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tree, err := Read(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		_, _ = tree.Clusters()
+	})
+}
