@@ -217,7 +217,7 @@ INVARIANT_BUDGET ?= 20m
 fuzz:
 	@for t in verify:FuzzParseChecksums verify:FuzzParseZarfYAML verify:FuzzReadArchive verify:FuzzCheckSyftJSON \
 	          verify:FuzzParseSplitMetadata verify:FuzzSignatureBundle verify:FuzzDigestPolicy verify:FuzzParseImageRef verify:FuzzParseManifestInfo verify:FuzzSBOMRule journal:FuzzParseTransaction journal:FuzzParseHistory \
-	          gate:FuzzParse releasefmt:FuzzParseKrewManifest releasefmt:FuzzParseSHA256Sums fluxart:FuzzRead; do \
+	          gate:FuzzParse releasefmt:FuzzParseKrewManifest releasefmt:FuzzParseSHA256Sums fluxart:FuzzRead bluegreen:FuzzFlux; do \
 	  pkg=./internal/$${t%%:*}; fn=$${t#*:}; \
 	  echo "fuzzing $$pkg $$fn for $(FUZZTIME)"; \
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/tmp/fuzz-$$fn.log 2>&1 || { cat /tmp/fuzz-$$fn.log; exit 1; }; \

@@ -75,6 +75,9 @@ func (p *Package) SharedNames(slot string) ([]Name, error) {
 			})
 		}
 	}
+	if err := p.fluxNames(add); err != nil {
+		return nil, err
+	}
 	for _, cmd := range p.Actions {
 		for _, m := range dockerName.FindAllStringSubmatch(render(cmd, Variable, slot), -1) {
 			add(Name{KindContainer, strings.Trim(m[1], `'"`), "zarf.yaml action"})

@@ -35,3 +35,18 @@ func FuzzSharedNames(f *testing.F) {
 		_, _ = Check(p, "b", "a")
 	})
 }
+
+// FuzzFlux: an OCI layout's index, a manifest and a layer of any shape, as
+// the Flux check keeps them from the archive.
+func FuzzFlux(f *testing.F) {
+	f.Add([]byte(`{"manifests":[{"digest":"sha256:m","annotations":{"org.opencontainers.image.ref.name":"r"}}]}`),
+		[]byte(`{"config":{"mediaType":"`+fluxConfig+`"},"layers":[{"mediaType":"`+fluxContent+`","digest":"sha256:l"}]}`), []byte("\x1f\x8b"))
+	f.Fuzz(func(t *testing.T, index, manifest, layer []byte) {
+		p := &Package{Files: map[string]string{}}
+		p.keepBlob("images/index.json", index)
+		p.keepBlob("images/blobs/sha256/m", manifest)
+		p.keepBlob("images/blobs/sha256/l", layer)
+		_, _ = p.Flux()
+		_, _ = p.SharedNames("b")
+	})
+}

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -39,6 +41,13 @@ type Package struct {
 	Actions []string
 	// Files are the manifests and values files, by their path in the archive.
 	Files map[string]string
+
+	// blobs are the OCI index and the blobs kept for the Flux check
+	// (flux.go), by digest; kept counts the gzip bytes kept, dropped the
+	// blobs not kept.
+	blobs   map[string][]byte
+	kept    int64
+	dropped []string
 }
 
 // Declares reports whether zarf.yaml declares the variable name.
@@ -98,6 +107,12 @@ func Read(r io.Reader) (*Package, error) {
 			if zarfYAML, err = readLimited(tr, &total); err != nil {
 				return nil, fmt.Errorf("reading zarf.yaml: %w", err)
 			}
+		case strings.HasPrefix(name, "images/") && h.Size <= fluxart.MaxBytes:
+			b, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes+1))
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", name, err)
+			}
+			p.keepBlob(name, b)
 		case strings.HasPrefix(name, "components/") && (strings.HasSuffix(name, ".tar") || strings.HasSuffix(name, ".tar.zst")):
 			if err := p.readComponent(name, tr, &total); err != nil {
 				return nil, fmt.Errorf("reading %s: %w", name, err)

@@ -63,8 +63,12 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 			bluegreen.Variable, bluegreen.Variable, bluegreen.Variable, strings.TrimPrefix(alt, "; "))
 	}
 	if len(res.Same) > 0 {
-		rep.add("shared-names", false, "the same for slot %s and slot %s, so the two slots' workloads would collide or adopt each other's: %s; derive each from ###ZARF_VAR_%s###%s",
-			candidate, other, joinNames(res.Same), bluegreen.Variable, alt)
+		how := fmt.Sprintf("derive each from ###ZARF_VAR_%s###", bluegreen.Variable)
+		if slices.ContainsFunc(res.Same, func(n bluegreen.Name) bool { return strings.HasPrefix(n.Where, bluegreen.FluxWhere) }) {
+			how += "; a name in a Flux artifact, which Zarf does not template, the artifact must make a variable a slot sets (docs/krops.md, \"Two slots side by side\")"
+		}
+		rep.add("shared-names", false, "the same for slot %s and slot %s, so the two slots' workloads would collide or adopt each other's: %s; %s%s",
+			candidate, other, joinNames(res.Same), how, alt)
 	} else {
 		rep.add("shared-names", true, "%d name(s) on the shared Docker daemon or network, all different for slot %s and slot %s", len(res.Candidate), candidate, other)
 	}
