@@ -87,7 +87,7 @@ func TestSuiteBehaviour(t *testing.T) {
 }
 
 // TestEveryCommandHasAHelpGolden: help.txtar holds the --help of every
-// binary and every visible subcommand, so that a new command's usage,
+// binary and every visible subcommand, each with examples, so that a new command's usage,
 // flags and exit codes are reviewed as a golden file (a subcommand added
 // without one failed CI once, through the binary's own list changing).
 func TestEveryCommandHasAHelpGolden(t *testing.T) {
@@ -98,9 +98,19 @@ func TestEveryCommandHasAHelpGolden(t *testing.T) {
 	for _, p := range plugins.All() {
 		cmd := p.Build(kcli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
 		lines := []string{"exec " + p.Name + " --help\n"}
+		helps := [][]string{{p.Name, "--help"}}
 		for _, sub := range cmd.Commands {
-			if !sub.Hidden {
+			if !sub.Hidden && sub.Name != "help" {
 				lines = append(lines, "exec "+p.Name+" "+sub.Name+" --help\ncmp stdout help/")
+				helps = append(helps, []string{p.Name, sub.Name, "--help"})
+			}
+		}
+		// Every --help shows examples (kubectl's convention).
+		for _, args := range helps {
+			var out, errOut bytes.Buffer
+			code := kcli.Main(context.Background(), kcli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, args, p.Build)
+			if code != 0 || !strings.Contains(out.String(), "Examples:") {
+				t.Errorf("%s: exit %d, examples %v", strings.Join(args, " "), code, strings.Contains(out.String(), "Examples:"))
 			}
 		}
 		for _, l := range lines {
