@@ -108,11 +108,18 @@ func Read(r io.Reader) (*Package, error) {
 				return nil, fmt.Errorf("reading zarf.yaml: %w", err)
 			}
 		case strings.HasPrefix(name, "images/") && h.Size <= fluxart.MaxBytes:
-			b, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes+1))
+			// Only JSON (the index, manifests) and gzip (a Flux
+			// artifact's content) can matter: the first bytes tell.
+			head := make([]byte, 2)
+			n, _ := io.ReadFull(tr, head)
+			if n == 0 || (head[0] != '{' && head[0] != ' ' && head[0] != '\n' && !(n == 2 && head[0] == 0x1f && head[1] == 0x8b)) {
+				continue
+			}
+			rest, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes+1))
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", name, err)
 			}
-			p.keepBlob(name, b)
+			p.keepBlob(name, append(head[:n], rest...))
 		case strings.HasPrefix(name, "components/") && (strings.HasSuffix(name, ".tar") || strings.HasSuffix(name, ".tar.zst")):
 			if err := p.readComponent(name, tr, &total); err != nil {
 				return nil, fmt.Errorf("reading %s: %w", name, err)
