@@ -26,6 +26,7 @@ const (
 // (JSON) and the small gzip blobs a Flux artifact's content can be.
 const (
 	maxManifest  = 1 << 20
+	maxJSONKept  = 16 << 20
 	maxBlobsKept = 64 << 20
 )
 
@@ -54,12 +55,12 @@ func (p *Package) keepBlob(name string, b []byte) {
 		return
 	}
 	switch {
-	case len(b) <= maxManifest && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")):
+	case len(b) <= maxManifest && bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) && p.keptJSON+int64(len(b)) <= maxJSONKept:
+		p.keptJSON += int64(len(b))
 	case bytes.HasPrefix(b, []byte{0x1f, 0x8b}) && p.kept+int64(len(b)) <= maxBlobsKept:
 		p.kept += int64(len(b))
 	default:
-		p.dropped = append(p.dropped, "sha256:"+file)
-		return
+		return // a Flux layer not kept is read again (ReadFile)
 	}
 	p.blobs["sha256:"+file] = b
 }
@@ -70,8 +71,15 @@ type ociDescriptor struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// Flux builds every Flux artifact of the package's OCI layout.
-func (p *Package) Flux() ([]FluxArtifact, error) {
+// fluxManifest is a Flux artifact's manifest as the index names it.
+type fluxManifest struct {
+	ref, digest string
+	layers      []string
+}
+
+// fluxManifests lists the package's Flux artifacts: the index's manifests
+// whose config is Flux's.
+func (p *Package) fluxManifests() ([]fluxManifest, error) {
 	idx, ok := p.blobs["images/index.json"]
 	if !ok {
 		return nil, nil
@@ -82,7 +90,7 @@ func (p *Package) Flux() ([]FluxArtifact, error) {
 	if err := json.Unmarshal(idx, &index); err != nil {
 		return nil, fmt.Errorf("images/index.json: %w", err)
 	}
-	var out []FluxArtifact
+	var out []fluxManifest
 	for _, d := range index.Manifests {
 		b, ok := p.blobs[d.Digest]
 		if !ok {
@@ -95,23 +103,52 @@ func (p *Package) Flux() ([]FluxArtifact, error) {
 		if json.Unmarshal(b, &m) != nil || m.Config.MediaType != fluxConfig {
 			continue
 		}
-		ref := d.Annotations["org.opencontainers.image.ref.name"]
-		a := FluxArtifact{Ref: ref, Digest: d.Digest}
+		fm := fluxManifest{ref: d.Annotations["org.opencontainers.image.ref.name"], digest: d.Digest}
 		for _, l := range m.Layers {
-			if l.MediaType != fluxContent {
-				continue
+			if l.MediaType == fluxContent {
+				fm.layers = append(fm.layers, l.Digest)
 			}
-			blob, ok := p.blobs[l.Digest]
+		}
+		out = append(out, fm)
+	}
+	return out, nil
+}
+
+// missingFluxLayers are the Flux artifacts' layers not kept.
+func (p *Package) missingFluxLayers() map[string]bool {
+	ms, _ := p.fluxManifests()
+	miss := map[string]bool{}
+	for _, m := range ms {
+		for _, l := range m.layers {
+			if _, ok := p.blobs[l]; !ok {
+				miss[l] = true
+			}
+		}
+	}
+	return miss
+}
+
+// Flux builds every Flux artifact of the package's OCI layout.
+func (p *Package) Flux() ([]FluxArtifact, error) {
+	ms, err := p.fluxManifests()
+	if err != nil {
+		return nil, err
+	}
+	var out []FluxArtifact
+	for _, m := range ms {
+		a := FluxArtifact{Ref: m.ref, Digest: m.digest}
+		for _, l := range m.layers {
+			blob, ok := p.blobs[l]
 			if !ok {
-				return nil, fmt.Errorf("Flux artifact %s: its layer %s is larger than this check reads (%d MiB of compressed artifacts in all)", ref, l.Digest, maxBlobsKept>>20)
+				return nil, fmt.Errorf("Flux artifact %s: its layer %s is not in the package, or larger than %d MiB", m.ref, l, fluxart.MaxBytes>>20)
 			}
 			tree, err := fluxart.Read(bytes.NewReader(blob))
 			if err != nil {
-				return nil, fmt.Errorf("Flux artifact %s: %w", ref, err)
+				return nil, fmt.Errorf("Flux artifact %s: %w", m.ref, err)
 			}
 			cs, err := tree.Clusters()
 			if err != nil {
-				return nil, fmt.Errorf("Flux artifact %s: %w", ref, err)
+				return nil, fmt.Errorf("Flux artifact %s: %w", m.ref, err)
 			}
 			a.Clusters = append(a.Clusters, cs...)
 		}
@@ -133,10 +170,14 @@ func (p *Package) fluxNames(add func(Name)) error {
 	for _, a := range arts {
 		for _, c := range a.Clusters {
 			name := c.Name
-			if c.Variable != "" {
-				name = c.Default
-			}
 			where := FluxWhere + a.Ref + ": Flux Kustomization " + c.Kustomization + ": Cluster " + c.Name
+			switch {
+			case c.Variable != "" && c.Default != "":
+				name = c.Default
+				where += ", its variable's default while no slot sets " + c.Variable
+			case c.Variable != "":
+				where += ", a variable that no slot sets and with no default"
+			}
 			if len(c.NamedBy) > 0 {
 				where += " (named too by " + strings.Join(c.NamedBy, ", ") + ")"
 			}

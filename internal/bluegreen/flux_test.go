@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -124,5 +125,75 @@ func TestFluxArtifactNames(t *testing.T) {
 	broken := fluxPackage(t, map[string]string{"flux.yaml": fluxKS(""), "clusters/kustomization.yaml": "resources: [https://example.invalid/x]\n"})
 	if _, err := broken.SharedNames("b"); err == nil || !strings.Contains(err.Error(), "Flux artifact zarf-registry/site-config:1") {
 		t.Errorf("broken: %v", err)
+	}
+}
+
+// tarPackage writes a plain-tar package (zarf.yaml and members) to a file.
+func tarPackage(t *testing.T, members [][2]string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, m := range append([][2]string{{"zarf.yaml", "kind: ZarfPackageConfig\nmetadata:\n  name: p\n"}}, members...) {
+		if err := tw.WriteHeader(&tar.Header{Name: m[0], Mode: 0o644, Size: int64(len(m[1])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(m[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f := t.TempDir() + "/p.tar"
+	if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestFluxLayerAfterLargeImageLayers: other images' gzip layers, ahead in
+// the archive, fill what the first pass keeps; the Flux artifact's layer
+// is read in a second pass, not reported as too large (found by an
+// attack: a 300-byte layer was refused as "larger than this check reads").
+func TestFluxLayerAfterLargeImageLayers(t *testing.T) {
+	src := fluxPackage(t, map[string]string{"flux.yaml": fluxKS(""), "clusters/c.yaml": strings.Replace(clusterYAML, "NAME", "wl", 1)})
+	big := make([]byte, 40<<20)
+	big[0], big[1] = 0x1f, 0x8b
+	members := [][2]string{
+		{"images/blobs/sha256/0000a", string(big)},
+		{"images/blobs/sha256/0000b", string(big[:24<<20-10])},
+	}
+	for d, b := range src.blobs {
+		name := "images/blobs/sha256/" + strings.TrimPrefix(d, "sha256:")
+		if d == "images/index.json" {
+			name = d
+		}
+		members = append(members, [2]string{name, string(b)})
+	}
+	p, err := ReadFile(tarPackage(t, members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := p.SharedNames("b")
+	if err != nil || len(names) != 2 || names[1].Name != "wl" {
+		t.Fatalf("names %v, err %v: want wl and wl-lb", names, err)
+	}
+}
+
+// TestReadKeepsBoundedJSON: JSON blobs count toward a budget (an attack:
+// 1,000 blobs of a brace and 1 MiB of spaces, 129 KiB compressed, kept
+// 1,000 MiB).
+func TestReadKeepsBoundedJSON(t *testing.T) {
+	blob := "{" + strings.Repeat(" ", 1<<20-2) + "}"
+	var members [][2]string
+	for i := 0; i < 40; i++ {
+		members = append(members, [2]string{fmt.Sprintf("images/blobs/sha256/%04d", i), blob})
+	}
+	p, err := ReadFile(tarPackage(t, members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.keptJSON > maxJSONKept || len(p.blobs) > maxJSONKept/len(blob)+1 {
+		t.Errorf("kept %d JSON bytes in %d blobs, want at most %d", p.keptJSON, len(p.blobs), maxJSONKept)
 	}
 }

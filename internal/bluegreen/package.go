@@ -43,11 +43,10 @@ type Package struct {
 	Files map[string]string
 
 	// blobs are the OCI index and the blobs kept for the Flux check
-	// (flux.go), by digest; kept counts the gzip bytes kept, dropped the
-	// blobs not kept.
-	blobs   map[string][]byte
-	kept    int64
-	dropped []string
+	// (flux.go), by digest; kept and keptJSON count the bytes kept.
+	blobs    map[string][]byte
+	kept     int64
+	keptJSON int64
 }
 
 // Declares reports whether zarf.yaml declares the variable name.
@@ -71,25 +70,69 @@ func ReadFile(file string) (*Package, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", file, err)
 	}
+	// A Flux artifact's layer not kept (other images' gzip layers came
+	// first and filled the budget): one more pass for it alone.
+	if miss := p.missingFluxLayers(); len(miss) > 0 {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("reading package %s again: %w", file, err)
+		}
+		if err := p.readBlobs(f, miss); err != nil {
+			return nil, fmt.Errorf("reading package %s again: %w", file, err)
+		}
+	}
 	return p, nil
+}
+
+// openTar is the tar stream of a package archive, zstd-compressed or not.
+func openTar(r io.Reader) (*tar.Reader, func(), error) {
+	br := bufio.NewReader(r)
+	if magic, _ := br.Peek(4); string(magic) == "\x28\xb5\x2f\xfd" {
+		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, nil, err
+		}
+		return tar.NewReader(dec), dec.Close, nil
+	}
+	return tar.NewReader(br), func() {}, nil
+}
+
+// readBlobs keeps the OCI blobs named in want (digests) from the archive.
+func (p *Package) readBlobs(r io.Reader, want map[string]bool) error {
+	tr, done, err := openTar(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		dir, file := path.Split(path.Clean(h.Name))
+		if h.Typeflag != tar.TypeReg || dir != "images/blobs/sha256/" || !want["sha256:"+file] || h.Size > fluxart.MaxBytes {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes))
+		if err != nil {
+			return err
+		}
+		p.blobs["sha256:"+file] = b
+	}
 }
 
 // Read reads a package archive, zstd-compressed or not.
 func Read(r io.Reader) (*Package, error) {
-	br := bufio.NewReader(r)
-	var in io.Reader = br
-	if magic, _ := br.Peek(4); string(magic) == "\x28\xb5\x2f\xfd" {
-		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, err
-		}
-		defer dec.Close()
-		in = dec
+	tr, done, err := openTar(r)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	p := &Package{Files: map[string]string{}}
 	total := int64(0)
 	var zarfYAML []byte
-	tr := tar.NewReader(in)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {

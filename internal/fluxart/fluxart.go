@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,9 +30,18 @@ import (
 
 // Limits of what Read takes from an artifact.
 const (
-	MaxFiles     = 10000
+	MaxFiles     = 10000 // entries of any type
 	MaxFileBytes = 8 << 20
 	MaxBytes     = 64 << 20
+	MaxNameBytes = 1024
+	MaxDepth     = 32 // directories in a name
+	// MaxVisits bounds the kustomizations one build reaches, counting a
+	// directory once for each way it is reached (kustomize builds it as
+	// often): a tree of kustomizations that each name two others costs
+	// 2^depth.
+	MaxVisits = 1000
+	// MaxKustomizations bounds the Flux Kustomizations read.
+	MaxKustomizations = 500
 )
 
 // Tree is an artifact's content, in memory, rooted at "/".
@@ -41,6 +51,7 @@ type Tree struct {
 	// Skipped names the entries that are neither files nor directories
 	// (links, devices): Flux's artifacts carry none, and none is followed.
 	Skipped []string
+	checked *error
 }
 
 // Read takes a Flux artifact's content layer (tar+gzip).
@@ -53,6 +64,7 @@ func Read(r io.Reader) (*Tree, error) {
 	t := &Tree{fs: filesys.MakeFsInMemory()}
 	tr := tar.NewReader(zr)
 	var total int64
+	entries := 0
 	seen := map[string]bool{}
 	for {
 		h, err := tr.Next()
@@ -61,6 +73,9 @@ func Read(r io.Reader) (*Tree, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("flux artifact: %w", err)
+		}
+		if entries++; entries > MaxFiles {
+			return nil, fmt.Errorf("flux artifact: more than %d entries", MaxFiles)
 		}
 		name, err := cleanName(h.Name)
 		if err != nil {
@@ -81,9 +96,6 @@ func Read(r io.Reader) (*Tree, error) {
 		}
 		if name == "/" || seen[name] {
 			return nil, fmt.Errorf("flux artifact: entry %q twice or without a name", h.Name)
-		}
-		if len(t.files) >= MaxFiles {
-			return nil, fmt.Errorf("flux artifact: more than %d files", MaxFiles)
 		}
 		if h.Size > MaxFileBytes {
 			return nil, fmt.Errorf("flux artifact: %s is %d bytes, more than %d", h.Name, h.Size, MaxFileBytes)
@@ -117,8 +129,14 @@ func Read(r io.Reader) (*Tree, error) {
 // cleanName is an entry's name rooted at "/", refusing one that leaves
 // the tree.
 func cleanName(n string) (string, error) {
+	if len(n) > MaxNameBytes {
+		return "", fmt.Errorf("flux artifact: an entry's name is longer than %d bytes", MaxNameBytes)
+	}
 	if strings.ContainsRune(n, 0) || strings.Contains(n, `\`) {
 		return "", fmt.Errorf("flux artifact: entry name %q", n)
+	}
+	if strings.Count(n, "/") > MaxDepth {
+		return "", fmt.Errorf("flux artifact: entry %q is more than %d directories deep", n, MaxDepth)
 	}
 	for _, part := range strings.Split(n, "/") {
 		if part == ".." {
@@ -160,6 +178,12 @@ type Kustomization struct {
 	// Substitutes says spec.postBuild substitutes variables (substitute or
 	// substituteFrom): ${VAR} in what it builds are the slot's to set.
 	Substitutes bool `json:"substitutes,omitempty"`
+	// Substitute are spec.postBuild.substitute's values.
+	Substitute map[string]string `json:"substitute,omitempty"`
+	// NamePrefix and NameSuffix are spec.namePrefix and spec.nameSuffix,
+	// which Flux applies to every name it builds.
+	NamePrefix string `json:"namePrefix,omitempty"`
+	NameSuffix string `json:"nameSuffix,omitempty"`
 }
 
 type fluxKustomization struct {
@@ -171,6 +195,8 @@ type fluxKustomization struct {
 	} `json:"metadata"`
 	Spec struct {
 		Path         string `json:"path"`
+		NamePrefix   string `json:"namePrefix"`
+		NameSuffix   string `json:"nameSuffix"`
 		HealthChecks []Ref  `json:"healthChecks"`
 		DependsOn    []Ref  `json:"dependsOn"`
 		PostBuild    *struct {
@@ -189,12 +215,26 @@ func isFluxKustomization(apiVersion, kind string) bool {
 // documents splits a YAML file into its documents.
 func documents(b []byte) [][]byte {
 	var out [][]byte
-	for _, d := range strings.Split("\n"+string(b), "\n---") {
-		if strings.TrimSpace(d) != "" {
+	text := strings.ReplaceAll("\n"+string(b), "\r\n", "\n")
+	for _, d := range strings.Split(text, "\n---") {
+		// The rest of a separator line ("--- # comment") is not content.
+		if first, rest, ok := strings.Cut(d, "\n"); ok && (strings.TrimSpace(first) == "" || strings.HasPrefix(strings.TrimSpace(first), "#")) {
+			d = rest
+		}
+		if !onlyComments(d) {
 			out = append(out, []byte(d))
 		}
 	}
 	return out
+}
+
+func onlyComments(d string) bool {
+	for _, l := range strings.Split(d, "\n") {
+		if l = strings.TrimSpace(l); l != "" && l != "..." && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
 }
 
 func isYAML(name string) bool {
@@ -224,7 +264,11 @@ func (t *Tree) Kustomizations() []Kustomization {
 				Object: Object{APIVersion: k.APIVersion, Kind: k.Kind, Name: k.Metadata.Name, Namespace: k.Metadata.Namespace, File: f},
 				Path:   k.Spec.Path, HealthChecks: k.Spec.HealthChecks, DependsOn: k.Spec.DependsOn,
 				Substitutes: p != nil && (len(p.Substitute) > 0 || len(p.SubstituteFrom) > 0),
+				NamePrefix:  k.Spec.NamePrefix, NameSuffix: k.Spec.NameSuffix,
 			})
+			if p != nil {
+				out[len(out)-1].Substitute = p.Substitute
+			}
 		}
 	}
 	return out
@@ -249,7 +293,7 @@ func (t *Tree) kustomizationFile(dir string) string {
 // URL, an absolute path, a path that leaves it) is refused.
 func (t *Tree) Build(p string) ([]Object, error) {
 	dir := path.Clean("/" + p)
-	if strings.Contains(p, "..") || !t.fs.IsDir(dir) {
+	if slices.Contains(strings.Split(p, "/"), "..") || !t.fs.IsDir(dir) {
 		return nil, fmt.Errorf("path %q: no such directory in the artifact", p)
 	}
 	if t.kustomizationFile(dir) == "" {
@@ -257,8 +301,12 @@ func (t *Tree) Build(p string) ([]Object, error) {
 			return nil, err
 		}
 	}
-	if err := t.checkLocal(dir, map[string]bool{}); err != nil {
+	if err := t.checkAll(); err != nil {
 		return nil, err
+	}
+	visits := 0
+	if err := t.countVisits(dir, map[string]bool{}, &visits); err != nil {
+		return nil, fmt.Errorf("path %q: %w", p, err)
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
@@ -332,48 +380,88 @@ func isManifest(b []byte) bool {
 	return true
 }
 
-// checkLocal refuses a kustomization under dir that names anything not in
-// the tree, following its local directories.
-func (t *Tree) checkLocal(dir string, seen map[string]bool) error {
-	if seen[dir] {
-		return nil
-	}
-	seen[dir] = true
-	kf := t.kustomizationFile(dir)
-	if kf == "" {
-		return nil
-	}
+// dirFields are the fields of a kustomization whose entries name a file
+// or directory to load (a generator or transformer entry may instead be
+// an inline object, which names nothing).
+var dirFields = []string{"resources", "components", "bases", "generators", "transformers", "validators", "crds", "configurations"}
+
+// localEntries reads a kustomization file's entries that name files or
+// directories, refusing a URL anywhere in it and an entry not in the tree.
+func (t *Tree) localEntries(kf string) ([]string, error) {
 	b, err := t.fs.ReadFile(kf)
+	if err != nil {
+		return nil, err
+	}
+	var all map[string]any
+	if err := yaml.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("%s: %w", kf, err)
+	}
+	// kustomize fetches any file a kustomization names by URL (patches,
+	// configurations, openapi), not only resources.
+	if u := firstURL(all); u != "" {
+		return nil, fmt.Errorf("%s: %q is not in the artifact (a site in the gap builds only what the package carries)", kf, u)
+	}
+	dir := path.Dir(kf)
+	var out []string
+	for _, field := range dirFields {
+		list, _ := all[field].([]any)
+		for _, v := range list {
+			e, ok := v.(string)
+			if !ok || strings.Contains(e, "\n") {
+				continue // an inline object
+			}
+			p := path.Join(dir, e)
+			if strings.HasPrefix(e, "/") || !t.fs.Exists(p) {
+				return nil, fmt.Errorf("%s: %s entry %q is not in the artifact (a remote base, or a file the artifact lacks; a site in the gap builds only what the package carries)", kf, field, e)
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// checkAll checks every kustomization file of the tree, reached or not,
+// before any build: what kustomize loads is never a URL, a repository or
+// a path outside the tree.
+func (t *Tree) checkAll() error {
+	if t.checked != nil {
+		return *t.checked
+	}
+	var err error
+	for _, f := range t.files {
+		switch path.Base(f) {
+		case "kustomization.yaml", "kustomization.yml", "Kustomization":
+			if _, err = t.localEntries(f); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	t.checked = &err
+	return err
+}
+
+// countVisits counts the kustomization directories a build of dir
+// reaches, each as often as it is reached, refusing more than MaxVisits.
+func (t *Tree) countVisits(dir string, stack map[string]bool, n *int) error {
+	if *n++; *n > MaxVisits {
+		return fmt.Errorf("its kustomizations reach more than %d kustomizations, counting repeats: not built", MaxVisits)
+	}
+	kf := t.kustomizationFile(dir)
+	if kf == "" || stack[dir] {
+		return nil // a cycle: kustomize refuses it
+	}
+	stack[dir] = true
+	defer delete(stack, dir)
+	entries, err := t.localEntries(kf)
 	if err != nil {
 		return err
 	}
-	var k struct {
-		Resources  []string `json:"resources"`
-		Components []string `json:"components"`
-		Bases      []string `json:"bases"`
-	}
-	if err := yaml.Unmarshal(b, &k); err != nil {
-		return fmt.Errorf("%s: %w", kf, err)
-	}
-	// kustomize fetches any file a kustomization names by URL (patches,
-	// configurations, generators), not only resources.
-	var all any
-	if err := yaml.Unmarshal(b, &all); err != nil {
-		return fmt.Errorf("%s: %w", kf, err)
-	}
-	if u := firstURL(all); u != "" {
-		return fmt.Errorf("%s: %q is not in the artifact (a site in the gap builds only what the package carries)", kf, u)
-	}
-	for _, e := range append(append(k.Resources, k.Components...), k.Bases...) {
-		if strings.Contains(e, "://") || strings.HasPrefix(e, "/") || strings.HasPrefix(e, "git@") {
-			return fmt.Errorf("%s: resource %q is not in the artifact (a site in the gap builds only what the package carries)", kf, e)
-		}
-		p := path.Join(dir, e)
-		if !t.fs.Exists(p) {
-			return fmt.Errorf("%s: resource %q is not in the artifact (a remote base, or a file the artifact lacks)", kf, e)
-		}
-		if t.fs.IsDir(p) {
-			if err := t.checkLocal(p, seen); err != nil {
+	for _, e := range entries {
+		if t.fs.IsDir(e) {
+			if err := t.countVisits(e, stack, n); err != nil {
 				return err
 			}
 		}
@@ -413,8 +501,8 @@ type Cluster struct {
 	// Variable is the postBuild variable its name is ("" when the name is
 	// fixed): a slot can give it a name of its own.
 	Variable string `json:"variable,omitempty"`
-	// Default is the variable's default (${VAR:=default}), the name a site
-	// gets that sets none.
+	// Default is the variable's default (${VAR:=default}, :-, =, -), the
+	// name a site gets that sets none; "" when it has none.
 	Default string `json:"default,omitempty"`
 	// NamedBy lists the Kustomizations whose healthChecks or dependsOn use
 	// its name ("KIND/NAME", healthChecks' kind Cluster or a dependsOn of
@@ -426,25 +514,38 @@ type Cluster struct {
 // Cluster API clusters they create. A build that fails is an error naming
 // its Kustomization: what cannot be built cannot be checked.
 func (t *Tree) Clusters() ([]Cluster, error) {
+	if err := t.checkAll(); err != nil {
+		return nil, err
+	}
 	ks := t.Kustomizations()
+	if len(ks) > MaxKustomizations {
+		return nil, fmt.Errorf("more than %d Flux Kustomizations: not built", MaxKustomizations)
+	}
 	var out []Cluster
 	built := map[string][]Object{}
 	for _, k := range ks {
-		objs, ok := built[k.Path]
+		key := path.Clean("/" + k.Path)
+		objs, ok := built[key]
 		if !ok {
 			var err error
 			if objs, err = t.Build(k.Path); err != nil {
 				return nil, fmt.Errorf("flux Kustomization %s (%s): %w", k.Name, k.File, err)
 			}
-			built[k.Path] = objs
+			built[key] = objs
 		}
 		for _, o := range objs {
 			if o.Kind != "Cluster" || !strings.HasPrefix(o.APIVersion, "cluster.x-k8s.io/") {
 				continue
 			}
-			c := Cluster{Name: o.Name, Namespace: o.Namespace, Kustomization: k.Name}
+			name := k.NamePrefix + o.Name + k.NameSuffix
+			c := Cluster{Name: name, Namespace: o.Namespace, Kustomization: k.Name}
 			if v, d, ok := variable(o.Name); ok && k.Substitutes {
-				c.Variable, c.Default = v, d
+				if val, set := k.Substitute[v]; set {
+					// Set by the artifact itself: the same for every slot.
+					c.Name = k.NamePrefix + val + k.NameSuffix
+				} else {
+					c.Variable, c.Default = v, d
+				}
 			}
 			out = append(out, c)
 		}
@@ -457,7 +558,7 @@ func (t *Tree) Clusters() ([]Cluster, error) {
 				}
 			}
 			for _, d := range k.DependsOn {
-				if strings.HasPrefix(d.Name, out[i].Name) {
+				if d.Name == out[i].Name || strings.HasPrefix(d.Name, out[i].Name+"-") {
 					out[i].NamedBy = append(out[i].NamedBy, "dependsOn of "+k.Name+" ("+d.Name+")")
 				}
 			}
@@ -474,8 +575,22 @@ func variable(name string) (v, def string, ok bool) {
 		return "", "", false
 	}
 	in = strings.TrimSuffix(in, "}")
-	v, def, _ = strings.Cut(in, ":=")
-	if v == "" || strings.ContainsAny(v, "${}") || strings.ContainsAny(def, "${}") {
+	// Flux's defaults: ${VAR:=default}, ${VAR:-default}, ${VAR=default},
+	// ${VAR-default}; a variable name is letters, digits and _.
+	end := strings.IndexFunc(in, func(r rune) bool {
+		return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	})
+	v, rest := in, ""
+	if end >= 0 {
+		v, rest = in[:end], in[end:]
+	}
+	for _, op := range []string{":=", ":-", "=", "-"} {
+		if d, ok := strings.CutPrefix(rest, op); ok {
+			def, rest = d, ""
+			break
+		}
+	}
+	if v == "" || rest != "" || strings.ContainsAny(def, "${}") {
 		return "", "", false
 	}
 	return v, def, true

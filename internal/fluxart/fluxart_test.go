@@ -4,10 +4,12 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // artifact is a tar+gzip of files (name -> content), as flux push artifact
@@ -215,8 +217,8 @@ func TestBuildRefusesWhatIsNotInTheArtifact(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "is not in the artifact") {
 				t.Fatalf("build: %v, want a refusal naming the resource", err)
 			}
-			if _, err := tree.Clusters(); err == nil || !strings.Contains(err.Error(), "flux Kustomization local-workload-cni") {
-				t.Errorf("Clusters: %v, want the Kustomization named", err)
+			if _, err := tree.Clusters(); err == nil || !strings.Contains(err.Error(), "/mgmt/local-host/addons/cni/kustomization.yaml: ") {
+				t.Errorf("Clusters: %v, want the kustomization file named", err)
 			}
 		})
 	}
@@ -260,6 +262,10 @@ func TestVariable(t *testing.T) {
 		"${A}${B}":    {"", "", "false"},
 		"local":       {"", "", "false"},
 		"${A:=${B}}":  {"", "", "false"},
+		"${A:-b}":     {"A", "b", "true"},
+		"${A-b}":      {"A", "b", "true"},
+		"${A=b}":      {"A", "b", "true"},
+		"${A:b}":      {"", "", "false"},
 		"${A:=b}tail": {"", "", "false"},
 	} {
 		v, d, ok := variable(in)
@@ -283,4 +289,92 @@ func FuzzRead(f *testing.F) {
 		}
 		_, _ = tree.Clusters()
 	})
+}
+
+// fks is a one-document Flux Kustomization of path %s.
+const fks = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: ks\n  namespace: flux-system\nspec:\n  path: %s\n"
+
+const wl = "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: wl\n"
+
+// TestAttackRegressions: the breaks a hostile-artifact attack found, each
+// failing on the first version of this package.
+func TestAttackRegressions(t *testing.T) {
+	// A URL or repository reached through generators:, transformers:,
+	// validators: or a component's transformers (kustomize fetched it, or
+	// ran git) is refused before any build.
+	for field, files := range map[string]map[string]string{
+		"generators":   {"app/kustomization.yaml": "generators:\n- gen\n", "app/gen/kustomization.yaml": "resources:\n- http://127.0.0.1:1/x.yaml\n"},
+		"transformers": {"app/kustomization.yaml": "transformers:\n- gen\n", "app/gen/kustomization.yaml": "resources:\n- github.com/x/y?ref=v1\n"},
+		"validators":   {"app/kustomization.yaml": "validators:\n- gen\n", "app/gen/kustomization.yaml": "resources:\n- https://example.invalid/x\n"},
+		"component":    {"app/kustomization.yaml": "components:\n- c\n", "app/c/kustomization.yaml": "kind: Component\ntransformers:\n- t\n", "app/c/t/kustomization.yaml": "resources:\n- github.com/x/y?ref=v1\n"},
+	} {
+		files["flux.yaml"] = fmt.Sprintf(fks, "./app")
+		if _, err := read(t, files).Clusters(); err == nil || !strings.Contains(err.Error(), "is not in the artifact") {
+			t.Errorf("%s: %v, want a refusal", field, err)
+		}
+	}
+	// Deep names and many entries are refused while reading.
+	if _, err := Read(bytes.NewReader(artifact(t, map[string]string{strings.Repeat("a/", 5000) + "x.yaml": wl}))); err == nil {
+		t.Error("a 5,000-deep name was read")
+	}
+	dirs := map[string]string{}
+	for i := 0; i <= MaxFiles; i++ {
+		dirs[fmt.Sprintf("d%d/", i)] = ""
+	}
+	if _, err := Read(bytes.NewReader(artifact(t, dirs))); err == nil || !strings.Contains(err.Error(), "entries") {
+		t.Errorf("%d directory entries: %v", len(dirs), err)
+	}
+	// Kustomizations that each name two others: 2^depth builds, refused.
+	files := map[string]string{"flux.yaml": fmt.Sprintf(fks, "./d0")}
+	const depth = 12
+	for i := 0; i < depth; i++ {
+		files[fmt.Sprintf("d%d/kustomization.yaml", i)] = "resources:\n- a\n- b\n"
+		for _, s := range []string{"a", "b"} {
+			files[fmt.Sprintf("d%d/%s/kustomization.yaml", i, s)] = fmt.Sprintf("namePrefix: %s-\nresources:\n- ../../d%d\n", s, i+1)
+		}
+	}
+	files[fmt.Sprintf("d%d/kustomization.yaml", depth)] = "resources:\n- c.yaml\n"
+	files[fmt.Sprintf("d%d/c.yaml", depth)] = wl
+	start := time.Now()
+	if _, err := read(t, files).Clusters(); err == nil || !strings.Contains(err.Error(), "more than 1000 kustomizations") {
+		t.Errorf("2^%d visits: %v", depth, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the refusal took %s", d)
+	}
+	// A comment-only document beside the Cluster (Flux and kustomize skip
+	// it) hid the whole file.
+	for name, body := range map[string]string{
+		"leading comment": "# the workload cluster\n---\n" + wl,
+		"trailing sep":    wl + "---\n# end\n",
+		"separator note":  "--- # the cluster\n" + wl,
+	} {
+		cs, err := read(t, map[string]string{"flux.yaml": fmt.Sprintf(fks, "./c"), "c/cluster.yaml": body, "c/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: n\n"}).Clusters()
+		if err != nil || len(cs) != 1 || cs[0].Name != "wl" {
+			t.Errorf("%s: %+v %v, want wl", name, cs, err)
+		}
+	}
+	// The Flux Kustomization's own fields change the name.
+	for name, tc := range map[string][2]string{
+		"substitute": {"  postBuild:\n    substitute:\n      WL: local-workload\n", "local-workload"},
+		"nameSuffix": {"  nameSuffix: -fixed\n", "wl-fixed"},
+	} {
+		cluster := wl
+		if name == "substitute" {
+			cluster = strings.Replace(wl, "name: wl", "name: ${WL}", 1)
+		}
+		cs, err := read(t, map[string]string{"flux.yaml": fmt.Sprintf(fks, "./c") + tc[0], "c/c.yaml": cluster}).Clusters()
+		if err != nil || len(cs) != 1 || cs[0].Name != tc[1] || cs[0].Variable != "" {
+			t.Errorf("%s: %+v %v, want %s", name, cs, err, tc[1])
+		}
+	}
+	// The same path spelled many ways is built once.
+	var b strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&b, "---\n"+strings.Replace(fks, "name: ks", fmt.Sprintf("name: ks%d", i), 1), "./c"+strings.Repeat("/", i+1))
+	}
+	cs, err := read(t, map[string]string{"flux.yaml": b.String(), "c/c.yaml": wl}).Clusters()
+	if err != nil || len(cs) != 50 {
+		t.Errorf("50 spellings: %d clusters, %v", len(cs), err)
+	}
 }

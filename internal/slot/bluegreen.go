@@ -63,12 +63,16 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 			bluegreen.Variable, bluegreen.Variable, bluegreen.Variable, strings.TrimPrefix(alt, "; "))
 	}
 	if len(res.Same) > 0 {
-		how := fmt.Sprintf("derive each from ###ZARF_VAR_%s###", bluegreen.Variable)
+		var how []string
+		if slices.ContainsFunc(res.Same, func(n bluegreen.Name) bool { return !strings.HasPrefix(n.Where, bluegreen.FluxWhere) }) {
+			how = append(how, fmt.Sprintf("derive each from ###ZARF_VAR_%s###", bluegreen.Variable))
+		}
 		if slices.ContainsFunc(res.Same, func(n bluegreen.Name) bool { return strings.HasPrefix(n.Where, bluegreen.FluxWhere) }) {
-			how += "; a name in a Flux artifact, which Zarf does not template, the artifact must make a variable a slot sets (docs/krops.md, \"Two slots side by side\")"
+			how = append(how, "a workload cluster named in a Flux artifact, which Zarf does not template, is the same for every slot: "+
+				"the tool does not yet give slot "+candidate+" a name of its own for it, so such a package cannot be built side by side (S2) now (docs/krops.md, \"Two slots side by side\")")
 		}
 		rep.add("shared-names", false, "the same for slot %s and slot %s, so the two slots' workloads would collide or adopt each other's: %s; %s%s",
-			candidate, other, joinNames(res.Same), how, alt)
+			candidate, other, joinNames(res.Same), strings.Join(how, "; "), alt)
 	} else {
 		rep.add("shared-names", true, "%d name(s) on the shared Docker daemon or network, all different for slot %s and slot %s", len(res.Candidate), candidate, other)
 	}
