@@ -96,8 +96,9 @@ func openTar(r io.Reader) (*tar.Reader, func(), error) {
 	return tar.NewReader(br), func() {}, nil
 }
 
-// readBlobs keeps the OCI blobs named in want (digests) from the archive.
-func (p *Package) readBlobs(r io.Reader, want map[string]bool) error {
+// eachFile calls f with each regular file of a tar archive (zstd-compressed
+// or not), by its cleaned name, until f fails.
+func eachFile(r io.Reader, f func(name string, h *tar.Header, tr io.Reader) error) error {
 	tr, done, err := openTar(r)
 	if err != nil {
 		return err
@@ -111,16 +112,28 @@ func (p *Package) readBlobs(r io.Reader, want map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		dir, file := path.Split(path.Clean(h.Name))
-		if h.Typeflag != tar.TypeReg || dir != "images/blobs/sha256/" || !want["sha256:"+file] || h.Size > fluxart.MaxBytes {
-			continue
+		if h.Typeflag == tar.TypeReg {
+			if err := f(path.Clean(h.Name), h, tr); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readBlobs keeps the OCI blobs named in want (digests) from the archive.
+func (p *Package) readBlobs(r io.Reader, want map[string]bool) error {
+	return eachFile(r, func(name string, h *tar.Header, tr io.Reader) error {
+		dir, file := path.Split(name)
+		if dir != "images/blobs/sha256/" || !want["sha256:"+file] || h.Size > fluxart.MaxBytes {
+			return nil
 		}
 		b, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes))
 		if err != nil {
 			return err
 		}
 		p.blobs["sha256:"+file] = b
-	}
+		return nil
+	})
 }
 
 // Read reads a package archive, zstd-compressed or not.
@@ -196,33 +209,17 @@ func readLimited(r io.Reader, total *int64) ([]byte, error) {
 // readComponent keeps the YAML files under a component's manifests/ and
 // values/ directories: what Zarf templates with ###ZARF_VAR_...###.
 func (p *Package) readComponent(member string, r io.Reader, total *int64) error {
-	if strings.HasSuffix(member, ".zst") {
-		dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return err
-		}
-		defer dec.Close()
-		r = dec
-	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
+	return eachFile(r, func(name string, _ *tar.Header, tr io.Reader) error {
+		if !templated(name) {
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(h.Name)
-		if h.Typeflag != tar.TypeReg || !templated(name) {
-			continue
 		}
 		b, err := readLimited(tr, total)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		p.Files[member+"/"+name] = string(b)
-	}
+		return nil
+	})
 }
 
 func templated(name string) bool {
