@@ -52,15 +52,21 @@ type Endpoint struct {
 	Context    string `json:"context"`
 }
 
+// RequestTimeout limits each request to a management cluster, as
+// clusterctl's proxy does (30 s). The tests raise it: their API servers
+// share two cores with the whole suite, and one stalled past 30 s at a
+// load average of 40.
+var RequestTimeout = 30 * time.Second
+
 // Client reaches the endpoint's API server as clusterctl's proxy does (the
-// kubeconfig's context, 30 s timeout, QPS 20, burst 100), with a scheme that
+// kubeconfig's context, RequestTimeout, QPS 20, burst 100), with a scheme that
 // holds what the preflight and a recovery read typed (CRDs, clusterctl's
 // inventory); every other object is read unstructured.
 func (e Endpoint) Client(ctx context.Context) (client.Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = e.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: e.Context, Timeout: "30s"}).ClientConfig()
+		&clientcmd.ConfigOverrides{CurrentContext: e.Context, Timeout: RequestTimeout.String()}).ClientConfig()
 	if err != nil {
 		return nil, err
 	}

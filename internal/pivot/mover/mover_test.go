@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +29,7 @@ import (
 const envHelper = "KUBECTL_BUNDLE_TEST_PIVOT"
 
 func TestMain(m *testing.M) {
+	pivot.RequestTimeout = 2 * time.Minute // envtest on a loaded machine, not a site
 	if spec := os.Getenv(envHelper); spec != "" {
 		var o pivot.Options
 		if err := json.Unmarshal([]byte(spec), &o); err != nil {
