@@ -16,9 +16,9 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
-	"go.yaml.in/yaml/v3"
 )
 
 // Variable is the Zarf variable a package fit for blue/green declares.
@@ -110,7 +110,7 @@ func eachFile(r io.Reader, f func(name string, h *tar.Header, tr io.Reader) erro
 			return nil
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("reading the archive: %w", err)
 		}
 		if h.Typeflag == tar.TypeReg {
 			if err := f(path.Clean(h.Name), h, tr); err != nil {
@@ -138,30 +138,15 @@ func (p *Package) readBlobs(r io.Reader, want map[string]bool) error {
 
 // Read reads a package archive, zstd-compressed or not.
 func Read(r io.Reader) (*Package, error) {
-	tr, done, err := openTar(r)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	p := &Package{Files: map[string]string{}}
 	total := int64(0)
 	var zarfYAML []byte
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the archive: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		name := path.Clean(h.Name)
+	err := eachFile(r, func(name string, h *tar.Header, tr io.Reader) error {
+		var err error
 		switch {
 		case name == "zarf.yaml":
 			if zarfYAML, err = readLimited(tr, &total); err != nil {
-				return nil, fmt.Errorf("reading zarf.yaml: %w", err)
+				return fmt.Errorf("reading zarf.yaml: %w", err)
 			}
 		case strings.HasPrefix(name, "images/") && h.Size <= fluxart.MaxBytes:
 			// Only JSON (the index, manifests) and gzip (a Flux
@@ -169,18 +154,22 @@ func Read(r io.Reader) (*Package, error) {
 			head := make([]byte, 2)
 			n, _ := io.ReadFull(tr, head)
 			if n == 0 || (head[0] != '{' && head[0] != ' ' && head[0] != '\n' && !(n == 2 && head[0] == 0x1f && head[1] == 0x8b)) {
-				continue
+				return nil
 			}
 			rest, err := io.ReadAll(io.LimitReader(tr, fluxart.MaxBytes+1))
 			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", name, err)
+				return fmt.Errorf("reading %s: %w", name, err)
 			}
 			p.keepBlob(name, append(head[:n], rest...))
 		case strings.HasPrefix(name, "components/") && (strings.HasSuffix(name, ".tar") || strings.HasSuffix(name, ".tar.zst")):
 			if err := p.readComponent(name, tr, &total); err != nil {
-				return nil, fmt.Errorf("reading %s: %w", name, err)
+				return fmt.Errorf("reading %s: %w", name, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if zarfYAML == nil {
 		return nil, errors.New("no zarf.yaml: not a Zarf package")
