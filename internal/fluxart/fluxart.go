@@ -300,6 +300,9 @@ func (t *Tree) Build(p string) ([]Object, error) {
 		if err := t.generate(dir); err != nil {
 			return nil, err
 		}
+		// Flux generates it for this build only: another Kustomization's
+		// path above this one must not see it.
+		defer func() { _ = t.fs.RemoveAll(path.Join(dir, "kustomization.yaml")) }()
 	}
 	if err := t.checkAll(); err != nil {
 		return nil, err

@@ -378,3 +378,25 @@ func TestAttackRegressions(t *testing.T) {
 		t.Errorf("50 spellings: %d clusters, %v", len(cs), err)
 	}
 }
+
+// TestGeneratedKustomizationIsPerBuild: the kustomization Flux generates
+// for one path is not seen by the build of a path above it, which Flux
+// generates from the files themselves.
+func TestGeneratedKustomizationIsPerBuild(t *testing.T) {
+	files := map[string]string{
+		"flux.yaml":     fmt.Sprintf(fks, "./a/b") + "---\n" + strings.Replace(fmt.Sprintf(fks, "./a"), "name: ks", "name: top", 1),
+		"a/b/c.yaml":    wl,
+		"a/b/note.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: n\n",
+	}
+	tree := read(t, files)
+	if _, err := tree.Build("./a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if tree.kustomizationFile("/a/b") != "" {
+		t.Error("the generated kustomization of ./a/b stayed in the tree")
+	}
+	cs, err := tree.Clusters()
+	if err != nil || len(cs) != 2 {
+		t.Errorf("clusters %+v, %v: want wl from both Kustomizations", cs, err)
+	}
+}
