@@ -395,3 +395,48 @@ func TestRunLockGoneUnnamed(t *testing.T) {
 		t.Errorf("Error: %s", e.Error())
 	}
 }
+
+// orderProcs answers start tokens and openers from maps.
+type orderProcs struct {
+	noProcs
+	starts map[int]string
+	open   []Orphan
+}
+
+func (p orderProcs) start(pid int) string { return p.starts[pid] }
+func (p orderProcs) openers(string, bool) ([]Orphan, bool) {
+	return append([]Orphan(nil), p.open...), true
+}
+
+// The processes that hold a run are named oldest first: the script that
+// took the run, then its plugin calls, whatever order the system listed
+// them in (a /proc listing orders pids as text, 10004 before 9759; pids
+// wrap). CI once saw "pid 10004 (kubectl-bundle-journal advance …), …,
+// pid 9759 (dash blue-green.sh apply …) holds this run".
+func TestRunHoldersOldestFirst(t *testing.T) {
+	for name, c := range map[string]struct {
+		starts map[int]string
+		want   []int
+	}{
+		"linux ticks":          {map[int]string{9759: "500", 10004: "900", 10037: "1000"}, []int{9759, 10004, 10037}},
+		"pids wrapped":         {map[int]string{9759: "900", 10004: "100", 10037: "1000"}, []int{10004, 9759, 10037}},
+		"darwin sec.usec":      {map[int]string{9759: "7.12", 10004: "7.9", 10037: "6.999999"}, []int{10037, 10004, 9759}},
+		"unknown start last":   {map[int]string{10037: "5"}, []int{10037, 9759, 10004}},
+		"nothing known by pid": {nil, []int{9759, 10004, 10037}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			saved := procs
+			procs = orderProcs{starts: c.starts, open: []Orphan{{PID: 10004}, {PID: 10037}, {PID: 9759}}}
+			t.Cleanup(func() { procs = saved })
+			for _, o := range [][]Orphan{lockOpeners("/x"), removedLockOpeners("/x")} {
+				var got []int
+				for _, x := range o {
+					got = append(got, x.PID)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("got %v, want %v", got, c.want)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -440,6 +441,7 @@ func (d *Dir) runLocked(p string) error {
 // system cannot say).
 func removedLockOpeners(p string) []Orphan {
 	o, _ := procs.openers(p, true)
+	oldestFirst(o)
 	return o
 }
 
@@ -447,6 +449,7 @@ func removedLockOpeners(p string) []Orphan {
 // (/proc on Linux, lsof on darwin; nil where the system cannot say).
 func lockOpeners(p string) []Orphan {
 	o, _ := procs.openers(p, false)
+	oldestFirst(o)
 	return o
 }
 
@@ -465,7 +468,39 @@ func (d *Dir) runOrphans(p string) []Orphan {
 		}
 		o = append(o, Orphan{PID: h.PID, Command: h.Command})
 	}
+	oldestFirst(o)
 	return o
+}
+
+// oldestFirst orders the processes that hold a run by when they started,
+// the script that took the run first, then the plugin calls it made (a
+// directory listing of /proc orders pids as text: 10004 before 9759).
+// Processes whose start cannot be told keep to pid order, after the rest.
+func oldestFirst(o []Orphan) {
+	type key struct {
+		known    bool
+		sec, sub int64
+	}
+	keys := make(map[int]key, len(o))
+	for _, x := range o {
+		t := procs.start(x.PID)
+		sec, sub, _ := strings.Cut(t, ".")
+		s, err1 := strconv.ParseInt(sec, 10, 64)
+		u, err2 := strconv.ParseInt("0"+sub, 10, 64)
+		keys[x.PID] = key{known: t != "" && err1 == nil && err2 == nil, sec: s, sub: u}
+	}
+	sort.SliceStable(o, func(i, j int) bool {
+		a, b := keys[o[i].PID], keys[o[j].PID]
+		switch {
+		case a.known != b.known:
+			return a.known
+		case a.known && a.sec != b.sec:
+			return a.sec < b.sec
+		case a.known && a.sub != b.sub:
+			return a.sub < b.sub
+		}
+		return o[i].PID < o[j].PID
+	})
 }
 
 // onRemovedRunLock reports whether descriptor fd is open on the run lock p
