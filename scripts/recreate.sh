@@ -17,17 +17,4 @@ usage() {
   sed -n '2,9p' "$here/recreate.sh" | sed 's/^# \{0,1\}//'
 }
 
-# build SLOT DIGEST [DEPLOY ARGS...]: a fresh slot with DIGEST deployed.
-# One journal step, so it runs as its own process (the journal runs it).
-# What the destroy discards is what this update built after its confirmed
-# teardown (--yes: it does not ask again).
-build() {
-  "$SLOT" destroy "$1" --force --yes -q && "$SLOT" create "$1" --package "$2" && "$SLOT" deploy "$@"
-}
-
-if [ "${1:-}" = "--build" ]; then
-  shift
-  build "$@"
-  exit
-fi
 drive recreate apply "$@"

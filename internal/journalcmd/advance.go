@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/evidence"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
@@ -462,7 +463,7 @@ func (x *run) runStep(p journal.Phase, name string, args ...string) bool {
 	prog := "true" // a step that records only
 	switch {
 	case strings.HasPrefix(name, "!"):
-		prog = name[1:] // a program by its path (recreate.sh --build)
+		prog = name[1:] // a program by its path
 	case name != "":
 		prog = pluginBin(name)
 	}
@@ -492,5 +493,75 @@ func (x *run) rerun() advice.Cmd {
 }
 
 func (x *run) gateLine(slot string) string {
-	return advice.Plugin("gate", append([]string{"--slot", slot, "--record"}, x.r.gate...)...).String()
+	return x.cmds().GateOf(slot).String()
+}
+
+// cmds are this run's step commands, as the plan lists them
+// (internal/plan.Commands).
+func (x *run) cmds() plan.Commands {
+	return plan.Commands{Package: x.r.pkg, Verify: x.r.verify, Gate: x.r.gate}
+}
+
+// runCmd runs c, a step's command as internal/plan writes it, as the
+// journal step p, with extra flags after its own (-q).
+func (x *run) runCmd(p journal.Phase, c advice.Cmd, extra ...string) bool {
+	name, args := x.target(c)
+	return x.runStep(p, name, append(args, extra...)...)
+}
+
+// callCmd runs c, a command as internal/plan writes it, outside a step.
+func (x *run) callCmd(c advice.Cmd) int {
+	name, args := x.target(c)
+	return x.call(name, args...)
+}
+
+// end closes the transaction (plan.End).
+func (x *run) end() int { return x.callCmd(plan.End().With("-q")) }
+
+// target is how runStep names c: a plugin (kubectl bundle-NAME ARGS) by
+// NAME, a program by "!PATH".
+func (x *run) target(c advice.Cmd) (string, []string) {
+	if len(c.Argv) >= 2 && c.Argv[0] == "kubectl" && strings.HasPrefix(c.Argv[1], "bundle-") {
+		return strings.TrimPrefix(c.Argv[1], "bundle-"), c.Argv[2:]
+	}
+	return "!" + c.Argv[0], c.Argv[1:]
+}
+
+// build is recreate's BUILDING (and BUILDING_FALLBACK) step: one journal
+// step that runs the plan's commands of it (plan.Commands.Rebuild).
+func (x *run) build(slot, digest string) advice.Cmd {
+	return x.cmds().RebuildStep(slot, digest)
+}
+
+func rebuildCommand(streams kcli.IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "rebuild",
+		Hidden:    true,
+		Usage:     "recreate's BUILDING step, as journal run runs it: destroy what a killed build left of SLOT, create it, deploy DIGEST",
+		ArgsUsage: "SLOT DIGEST",
+		Flags:     []cli.Flag{&cli.StringFlag{Name: "key", Usage: "the public key deploy checks the package with", TakesFile: true}},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 2 {
+				return kcli.Usage("want SLOT DIGEST")
+			}
+			var verify []string
+			if k := cmd.String("key"); k != "" {
+				verify = []string{"--key", k}
+			}
+			for i, c := range (plan.Commands{Verify: verify}).Rebuild(cmd.Args().Get(0), cmd.Args().Get(1)) {
+				name, args := strings.TrimPrefix(c.Argv[1], "bundle-"), c.Argv[2:]
+				if i == 0 {
+					args = append(args, "-q")
+				}
+				code, err := runner.Attach(ctx, nil, streams.In, streams.Out, streams.ErrOut, pluginBin(name), args...)
+				if err != nil {
+					return kcli.Environment(err)
+				}
+				if code != 0 {
+					return &kcli.ExitError{Code: code}
+				}
+			}
+			return nil
+		},
+	}
 }

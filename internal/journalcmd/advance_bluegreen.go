@@ -7,6 +7,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
@@ -52,7 +53,7 @@ func (x *run) recordedGate() {
 // gateInPlace gates slot and records the result; its exit code as it is:
 // only 1 says slot fails its gate.
 func (x *run) gateInPlace(slot string) int {
-	return x.call("gate", append([]string{"--slot", slot, "--record"}, x.r.gate...)...)
+	return x.callCmd(x.cmds().GateOf(slot))
 }
 
 func (x *run) blueGreen() error {
@@ -111,7 +112,7 @@ func (x *run) bgApply() error {
 			return x.rollback("resuming an interrupted rollback")
 		case site.PastSwitch(t):
 			// Past the point of no return: only finish the switch.
-			if code := x.call("switch", "to", t.Slots.Candidate); code != 0 {
+			if code := x.callCmd(plan.SwitchTo(t.Slots.Candidate)); code != 0 {
 				return x.exit(code)
 			}
 			x.pass("slot " + t.Slots.Candidate + " is active and soaking")
@@ -125,7 +126,7 @@ func (x *run) bgApply() error {
 		}
 		return x.goTo("verify")
 	case "verify":
-		if !x.runStep(journal.Verified, "verify", append(append([]string{"--stage", "-q"}, x.r.verify...), x.r.pkg)...) {
+		if !x.runCmd(journal.Verified, x.cmds().VerifyStage(), "-q") {
 			return x.rollback("verification of " + x.r.pkg)
 		}
 		x.pass("package verified and staged (" + t.Target + ")")
@@ -140,14 +141,14 @@ func (x *run) bgApply() error {
 				return nil // the rollback goes on
 			}
 		}
-		if !x.runStep(journal.Provisioning, "slot", "create", c, "--package", t.Target) {
+		if !x.runCmd(journal.Provisioning, plan.Create(c, t.Target)) {
 			return x.rollback("creating candidate slot " + c)
 		}
 		x.pass("candidate slot " + c + " created")
 		return x.goTo("deploy")
 	case "deploy":
 		c := t.Slots.Candidate
-		if !x.runStep(journal.Provisioned, "slot", append([]string{"deploy", c, t.Target}, x.r.deploy...)...) {
+		if !x.runCmd(journal.Provisioned, x.cmds().Deploy(c, t.Target)) {
 			return x.rollback("deploying into slot " + c)
 		}
 		x.pass("package deployed into slot " + c)
@@ -156,18 +157,18 @@ func (x *run) bgApply() error {
 		c := t.Slots.Candidate
 		// S1: the workload clusters stay with the old slot, so the
 		// candidate's gate checks its management cluster only.
-		args := []string{"--slot", c, "--record"}
+		var scope []string
 		if t.SwitchMode == journal.SwitchRepoint {
-			args = append(args, "--management-only")
+			scope = append(scope, "--management-only")
 		}
-		if !x.runStep(journal.Healthy, "gate", append(args, x.r.gate...)...) {
+		if !x.runCmd(journal.Healthy, x.cmds().GateOf(c, scope...)) {
 			return x.rollback("gate of slot " + c)
 		}
 		x.pass("slot " + c + " passed its gate")
 		return x.goTo("switch")
 	case "switch":
 		c := t.Slots.Candidate
-		if code := x.call("switch", "to", c); code != 0 {
+		if code := x.callCmd(plan.SwitchTo(c)); code != 0 {
 			if code != 4 && !x.phaseStarted(journal.Switched) {
 				// The switch refused before its first write (a
 				// precondition of its mode): nothing was switched, so the
@@ -194,14 +195,15 @@ func (x *run) bgApply() error {
 // resume; when it refuses before anything was built, the transaction is
 // closed and the refusal's code is the run's.
 func (x *run) preflight(c, digest string) error {
-	code := x.quiet(nil, "slot", "preflight", c, "--package", digest, "--blue-green")
+	name, args := x.target(plan.Preflight(c, digest))
+	code := x.quiet(nil, name, args...)
 	if code == 0 {
 		return nil
 	}
 	x.fail("preflight of candidate slot " + c + " (the ✗ findings above say why and what else to use)")
 	if t := x.txn(); t != nil && t.Phase == journal.Verified {
 		x.call("journal", "abort", "-q")
-		if x.call("journal", "end", "-q") != 0 {
+		if x.end() != 0 {
 			x.fail("closing the transaction")
 			return x.finish(3, "the transaction could not be closed")
 		}
@@ -228,7 +230,7 @@ func (x *run) rollbackStep() error {
 	c := x.sc.Vars["candidate"]
 	// --yes: the candidate holds only what this update built in it,
 	// which its rollback discards.
-	if x.runStep(journal.Destroying, "slot", "destroy", c, "--yes") && x.runStep(journal.RolledBack, "") && x.call("journal", "end", "-q") == 0 {
+	if x.runCmd(journal.Destroying, plan.Destroy(c, false)) && x.runStep(journal.RolledBack, "") && x.end() == 0 {
 		x.pass("candidate slot " + c + " destroyed; the active slot was not touched")
 		return x.goTo("rolledback")
 	}
@@ -285,7 +287,7 @@ func (x *run) bgAccept() error {
 		}
 		return x.goTo("accept")
 	case "accept":
-		if code := x.call("switch", "accept"); code != 0 {
+		if code := x.callCmd(plan.SwitchAccept()); code != 0 {
 			return x.exit(code)
 		}
 		if t == nil {
@@ -318,7 +320,7 @@ func (x *run) bgAccept() error {
 					return err
 				}
 			}
-			if !x.runStep(journal.Retired, "slot", "destroy", old, "--yes") {
+			if !x.runCmd(journal.Retired, plan.Destroy(old, false)) {
 				x.fail("retiring slot " + old)
 				return x.finish(3, "")
 			}
@@ -328,7 +330,7 @@ func (x *run) bgAccept() error {
 				return x.exit(3)
 			}
 		}
-		if code := x.call("journal", "end", "-q"); code != 0 {
+		if code := x.end(); code != 0 {
 			return x.exit(code)
 		}
 		x.pass("update accepted")
@@ -382,7 +384,7 @@ func (x *run) bgRevert() error {
 			if out, _ := x.output("switch", "status", "-o", "jsonpath={.mode}/{.phase}"); out == "repoint/ACCEPTED" {
 				// An accepted S1 update kept the old slot for its workload
 				// clusters: the switch's refusal names them.
-				if code := x.call("switch", "back"); code != 0 {
+				if code := x.callCmd(plan.SwitchBack(nil, false)); code != 0 {
 					return x.exit(code)
 				}
 			}
@@ -438,17 +440,7 @@ func (x *run) bgRevert() error {
 			}
 			x.warn("reverting anyway (--force): switching back to slot %s, which fails its gate", p)
 		}
-		args := []string{"back"}
-		if x.r.gateFile != "" {
-			args = append(args, "--gate", x.r.gateFile)
-		}
-		if x.r.gateTimeout != "" {
-			args = append(args, "--gate-timeout", x.r.gateTimeout)
-		}
-		if x.r.force {
-			args = append(args, "--force")
-		}
-		if x.call("switch", args...) != 0 {
+		if x.callCmd(plan.SwitchBack(&journal.Gate{File: x.r.gateFile, Timeout: x.r.gateTimeout}, x.r.force)) != 0 {
 			x.fail("switching back did not finish: re-run it to complete it: " + x.rerun().String())
 			return x.finish(3, "")
 		}
@@ -477,14 +469,14 @@ func (x *run) bgRevert() error {
 	case "destroy":
 		c, p := t.Slots.Candidate, t.Slots.Active
 		// Confirmed by confirmLosses first (or the step is done).
-		if !x.runStep(journal.Destroying, "slot", "destroy", c, "--yes") {
+		if !x.runCmd(journal.Destroying, plan.Destroy(c, false)) {
 			x.fail("destroying slot " + c)
 			return x.finish(3, "")
 		}
 		if !x.runStep(journal.RolledBack, "") {
 			return x.exit(3)
 		}
-		if code := x.call("journal", "end", "-q"); code != 0 {
+		if code := x.end(); code != 0 {
 			return x.exit(code)
 		}
 		x.pass("candidate slot " + c + " destroyed")

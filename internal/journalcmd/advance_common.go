@@ -155,7 +155,7 @@ func (x *run) closeIfUntouched(msg string) error {
 	x.call("journal", "abort", "-q")
 	// Only a closed transaction is "the previous deployment is in place":
 	// end refuses while the state is damaged (it printed the repair).
-	if x.call("journal", "end", "-q") != 0 {
+	if x.end() != 0 {
 		x.fail("closing the transaction")
 		return x.finish(3, "the transaction could not be closed")
 	}
@@ -187,7 +187,7 @@ func (x *run) recovering(msg string) {
 // nothing changed since, it says so rather than repeating the same BROKEN.
 func (x *run) recoverGate(phase journal.Phase, slot, what string) error {
 	before := x.gateOutcome(slot)
-	code := x.call("gate", append([]string{"--slot", slot, "--record"}, x.r.gate...)...)
+	code := x.callCmd(x.cmds().GateOf(slot))
 	t := x.txn()
 	id, fallback := "", ""
 	if t != nil {
@@ -213,7 +213,7 @@ func (x *run) recoverGate(phase journal.Phase, slot, what string) error {
 		return x.finish(3, "the restored slot "+slot+" fails its gate: see BROKEN above")
 	}
 	x.pass(what + " and its gate passes")
-	if !x.runStep(journal.Restored, "") || x.call("journal", "end", "-q") != 0 {
+	if !x.runStep(journal.Restored, "") || x.end() != 0 {
 		// The previous deployment is in place, but the journal does not
 		// say so yet: the run says it, and its re-run closes it.
 		x.fail("recording RESTORED and closing the transaction (see above): it stays open; run again: " + x.rerun().String())
@@ -253,7 +253,7 @@ func (x *run) notOpenAnyMore() error {
 
 // gateCmd is the gate of slot with this run's gate flags, to run by hand.
 func (x *run) gateCmd(slot string) advice.Cmd {
-	return x.d.Plugin("gate", append([]string{"--slot", slot}, x.r.gate...)...)
+	return x.cmds().GateBy(slot).WithEnv(x.d.CommandEnv())
 }
 
 // offlineCheck: before the first step of an update, refuse while a public
@@ -286,7 +286,7 @@ func (x *run) offlineCheck(getenv func(string) string) error {
 	x.fail("isolation " + out)
 	if !x.donePhase(journal.Verified) {
 		x.call("journal", "abort", "-q")
-		if x.call("journal", "end", "-q") != 0 {
+		if x.end() != 0 {
 			x.fail("closing the transaction")
 			return x.finish(3, "the transaction could not be closed")
 		}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
@@ -26,7 +28,7 @@ type linear struct {
 	// says is what the run says before the recovery step first runs.
 	says func(t *journal.Transaction) string
 	// recover is the recovery step's command.
-	recover func(x *run, t *journal.Transaction) (string, []string)
+	recover func(x *run, t *journal.Transaction) advice.Cmd
 	// recovered is what the recovery did to slot.
 	recovered func(slot string) string
 	// steps are the steps between the verification and the gate.
@@ -37,7 +39,7 @@ type linearStep struct {
 	phase journal.Phase
 	// losses: what the step discards is listed and confirmed first.
 	losses bool
-	cmd    func(x *run, t *journal.Transaction) (string, []string)
+	cmd    func(x *run, t *journal.Transaction) advice.Cmd
 	failed func(slot string) string
 	passed func(slot string) string
 }
@@ -47,14 +49,14 @@ var inPlaceRun = linear{
 	says: func(t *journal.Transaction) string {
 		return fmt.Sprintf("BEST EFFORT: redeploying the previous package %s into slot %s (in-place cannot guarantee it comes back as it was)", short(t.Fallback), t.Slots.Active)
 	},
-	recover: func(x *run, t *journal.Transaction) (string, []string) {
-		return "slot", append([]string{"deploy", t.Slots.Active, t.Fallback}, x.r.deploy...)
+	recover: func(x *run, t *journal.Transaction) advice.Cmd {
+		return x.cmds().Deploy(t.Slots.Active, t.Fallback)
 	},
 	recovered: func(slot string) string { return "previous package redeployed into slot " + slot + " (best effort)" },
 	steps: []linearStep{{
 		phase: journal.Deploying,
-		cmd: func(x *run, t *journal.Transaction) (string, []string) {
-			return "slot", append([]string{"deploy", t.Slots.Active, t.Target}, x.r.deploy...)
+		cmd: func(x *run, t *journal.Transaction) advice.Cmd {
+			return x.cmds().Deploy(t.Slots.Active, t.Target)
 		},
 		failed: func(slot string) string { return "deploying into slot " + slot },
 		passed: func(slot string) string { return "package deployed into slot " + slot },
@@ -66,23 +68,23 @@ var recreateRun = linear{
 	says: func(t *journal.Transaction) string {
 		return fmt.Sprintf("rebuilding slot %s with the previous package %s", t.Slots.Active, short(t.Fallback))
 	},
-	recover: func(x *run, t *journal.Transaction) (string, []string) {
-		return "!" + x.r.script, append([]string{"--build", t.Slots.Active, t.Fallback}, x.r.deploy...)
+	recover: func(x *run, t *journal.Transaction) advice.Cmd {
+		return x.build(t.Slots.Active, t.Fallback)
 	},
 	recovered: func(slot string) string { return "slot " + slot + " rebuilt with the previous package" },
 	steps: []linearStep{{
 		phase: journal.Teardown, losses: true,
 		// Confirmed first (or the step is done): destroy does not ask again.
-		cmd: func(x *run, t *journal.Transaction) (string, []string) {
-			return "slot", []string{"destroy", t.Slots.Active, "--force", "--yes"}
+		cmd: func(x *run, t *journal.Transaction) advice.Cmd {
+			return plan.Destroy(t.Slots.Active, true)
 		},
 		failed: func(slot string) string { return "tearing down slot " + slot },
 		passed: func(slot string) string { return "slot " + slot + " torn down" },
 	}, {
 		phase: journal.Building,
-		// One journal step, so it runs as its own process: recreate.sh --build.
-		cmd: func(x *run, t *journal.Transaction) (string, []string) {
-			return "!" + x.r.script, append([]string{"--build", t.Slots.Active, t.Target}, x.r.deploy...)
+		// One journal step, its commands run by kubectl bundle-journal rebuild.
+		cmd: func(x *run, t *journal.Transaction) advice.Cmd {
+			return x.build(t.Slots.Active, t.Target)
 		},
 		failed: func(slot string) string { return "building slot " + slot },
 		passed: func(slot string) string { return "slot " + slot + " built with the package" },
@@ -133,7 +135,7 @@ func (x *run) linearRun(l linear) error {
 		}
 		return x.goTo("verify")
 	case "verify":
-		if !x.runStep(journal.Verified, "verify", append(append([]string{"--stage", "-q"}, x.r.verify...), x.r.pkg)...) {
+		if !x.runCmd(journal.Verified, x.cmds().VerifyStage(), "-q") {
 			return x.failed("verification of "+x.r.pkg, "recover")
 		}
 		x.pass("package verified and staged (" + t.Target + ")")
@@ -147,7 +149,7 @@ func (x *run) linearRun(l linear) error {
 		}
 		return x.goTo("0")
 	case "gate":
-		if !x.runStep(journal.Healthy, "gate", append([]string{"--slot", t.Slots.Active, "--record"}, x.r.gate...)...) {
+		if !x.runCmd(journal.Healthy, x.cmds().GateOf(t.Slots.Active)) {
 			return x.failed("gate of slot "+t.Slots.Active, "recover")
 		}
 		x.pass("slot " + t.Slots.Active + " passed its gate")
@@ -170,8 +172,7 @@ func (x *run) linearRun(l linear) error {
 				}
 			}
 		}
-		name, args := l.recover(x, t)
-		if !x.runStep(l.recovery, name, args...) {
+		if !x.runCmd(l.recovery, l.recover(x, t)) {
 			x.fail(l.recovered(t.Slots.Active) + ": the recovery step failed")
 			return x.finish(3, "")
 		}
@@ -189,8 +190,7 @@ func (x *run) linearRun(l linear) error {
 				return err
 			}
 		}
-		name, args := st.cmd(x, t)
-		if !x.runStep(st.phase, name, args...) {
+		if !x.runCmd(st.phase, st.cmd(x, t)) {
 			return x.failed(st.failed(t.Slots.Active), "recover")
 		}
 		x.pass(st.passed(t.Slots.Active))
@@ -212,7 +212,7 @@ func (x *run) commit(record bool) error {
 		x.fail("recording COMMITTED (see above): the transaction stays open; run again: " + x.rerun().String())
 		return x.finish(3, "the update could not be committed")
 	}
-	if code := x.call("journal", "end", "-q"); code != 0 {
+	if code := x.end(); code != 0 {
 		x.fail("closing the transaction (see above): it stays open, committed; run again: " + x.rerun().String())
 		return x.finish(code, "the committed transaction could not be closed")
 	}

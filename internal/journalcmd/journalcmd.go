@@ -182,6 +182,7 @@ Examples:
 			evidenceCommand(streams),
 			lockRunCommand(streams),
 			advanceCommand(streams),
+			rebuildCommand(streams),
 			planCommand(streams),
 			siteCommand(streams),
 			{

@@ -22,14 +22,14 @@ type runArgs struct {
 	// script is the script's absolute path.
 	script string
 	pkg    string
-	// verify are verify's flags; deploy the key deploy takes; begin what
-	// journal begin records for the next command; rerun this run's
-	// options for the printed re-run lines; gate the gate's flags.
-	verify, deploy, begin, rerun, gate []string
-	gateFile, gateTimeout              string
-	yes, force, dryRun                 bool
-	log, offlineWait, switchMode       string
-	output                             string
+	// verify are verify's flags (deploy takes their key: plan.Commands);
+	// begin what journal begin records for the next command; rerun this
+	// run's options for the printed re-run lines; gate the gate's flags.
+	verify, begin, rerun, gate   []string
+	gateFile, gateTimeout        string
+	yes, force, dryRun           bool
+	log, offlineWait, switchMode string
+	output                       string
 }
 
 // githubActionsIssuer is the issuer of GitHub Actions' OIDC tokens, which
@@ -76,7 +76,6 @@ func parseArgs(args []string, script string, getenv func(string) string, statPac
 		case "--key":
 			k := abs(rest[1])
 			r.verify = append(r.verify, a, k)
-			r.deploy = append(r.deploy, a, k)
 			r.rerun = append(r.rerun, a, k)
 			r.begin = append(r.begin, a, k)
 		case "--trusted-root":
@@ -149,7 +148,6 @@ func parseArgs(args []string, script string, getenv func(string) string, statPac
 	if len(r.verify) == 0 && getenv("ZARF_VERIFY_KEY") != "" {
 		k := abs(getenv("ZARF_VERIFY_KEY"))
 		r.verify = append(r.verify, "--key", k)
-		r.deploy = append(r.deploy, "--key", k)
 		r.begin = append(r.begin, "--key", k)
 		// In the printed command too, so that it runs without the
 		// variable, first (as journal status prints it): the command that

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
 )
 
 func TestParseRunArgs(t *testing.T) {
@@ -37,7 +38,7 @@ func TestParseRunArgs(t *testing.T) {
 			t.Errorf("package %q, want %q", r.pkg, abs(pkg))
 		}
 		want := []string{"--key", abs("k.pub")}
-		for name, got := range map[string][]string{"verify": r.verify, "deploy": r.deploy} {
+		for name, got := range map[string][]string{"verify": r.verify, "deploy": plan.Commands{Verify: r.verify}.Deploy("a", "D").Argv[5:]} {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("%s %q, want %q", name, got, want)
 			}

@@ -619,25 +619,12 @@ func (m *machine) Plugin(argv ...string) invariant.Result { return m.run(argv, n
 // script runs a strategy script in-process as scripts/*.sh do: a loop over
 // journal advance (lib.sh's drive) that holds the run lock on a descriptor
 // of this process for the whole run (a kill inside a step closes it, as
-// the kernel closes a killed script's), and recreate.sh --build, the step
-// the journal runs as the script itself (its build()).
+// the kernel closes a killed script's).
 func (m *machine) script(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, name string, args []string) int {
 	self := repo("scripts", name)
 	call := func(out io.Writer, argv ...string) int { return m.dispatch(ctx, stdin, out, stderr, argv) }
 	op := "apply"
 	switch {
-	case name == "recreate.sh" && len(args) > 0 && args[0] == "--build":
-		if len(args) < 3 {
-			return 2
-		}
-		sl, digest := args[1], args[2]
-		if rc := call(stdout, "kubectl-bundle-slot", "destroy", sl, "--force", "--yes", "-q"); rc != 0 {
-			return rc
-		}
-		if rc := call(stdout, "kubectl-bundle-slot", "create", sl, "--package", digest); rc != 0 {
-			return rc
-		}
-		return call(stdout, append([]string{"kubectl-bundle-slot", "deploy"}, args[1:]...)...)
 	case name == "blue-green.sh":
 		if len(args) == 0 {
 			fmt.Fprintln(stderr, "error: a command is required: apply, accept, revert or status (see --help)")

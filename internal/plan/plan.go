@@ -227,25 +227,17 @@ func steps(here *site.Site, in Input, p *Plan) (run, onFailure []Step) {
 	if target == "" {
 		target = "TARGET"
 	}
-	verify := Step{Phase: journal.Verified, Run: []advice.Cmd{advice.Plugin("verify", append([]string{p.Package, "--stage"}, in.Verify...)...)},
+	cmds := Commands{Package: p.Package, Verify: in.Verify, Gate: GateFlags(in.Gate)}
+	verify := Step{Phase: journal.Verified, Run: []advice.Cmd{cmds.VerifyStage()},
 		Changes: "verifies the package offline and stages it; changes no slot"}
 	gate := func(slot string, phase journal.Phase, extra ...string) Step {
-		args := append([]string{"--slot", slot, "--record"}, extra...)
-		if in.Gate != nil && in.Gate.File != "" {
-			args = append(args, "-f", in.Gate.File)
-		}
-		if in.Gate != nil && in.Gate.Timeout != "" {
-			args = append(args, "--timeout", in.Gate.Timeout)
-		}
-		return Step{Phase: phase, Run: []advice.Cmd{advice.Plugin("gate", args...)},
+		return Step{Phase: phase, Run: []advice.Cmd{cmds.GateOf(slot, extra...)},
 			Changes: "gates slot " + slot + " and records the result; changes nothing in it"}
 	}
 	end := func(phase journal.Phase, why string) Step {
-		return Step{Phase: phase, Run: []advice.Cmd{advice.Plugin("journal", "end")}, Changes: why}
+		return Step{Phase: phase, Run: []advice.Cmd{End()}, Changes: why}
 	}
-	deploy := func(slot, digest string) advice.Cmd {
-		return advice.Plugin("slot", append([]string{"deploy", slot, digest}, keyOnly(in.Verify)...)...)
-	}
+	deploy := cmds.Deploy
 	a, c, fb := p.Active, p.Candidate, p.Fallback
 	switch {
 	case in.Strategy == journal.InPlace:
@@ -258,14 +250,13 @@ func steps(here *site.Site, in Input, p *Plan) (run, onFailure []Step) {
 			Changes: "redeploys the previous package into slot " + a + ", best effort (in place cannot guarantee it comes back as it was)"}}
 	case in.Strategy == journal.Recreate:
 		run = []Step{verify,
-			{Phase: journal.Teardown, Run: []advice.Cmd{advice.Plugin("slot", "destroy", a, "--force", "--yes")}, Slot: a,
+			{Phase: journal.Teardown, Run: []advice.Cmd{Destroy(a, true)}, Slot: a,
 				Changes: "destroys the active slot " + a + ": from here until its rebuild passes its gate, nothing serves", Loses: holds(here, a)},
-			{Phase: journal.Building, Run: []advice.Cmd{advice.Plugin("slot", "create", a, "--package", target), deploy(a, target)}, Slot: a,
-				Changes: "creates slot " + a + " again and deploys the package into it"},
+			{Phase: journal.Building, Run: cmds.Rebuild(a, target), Slot: a,
+				Changes: "creates slot " + a + " again (after what a killed build left of it) and deploys the package into it"},
 			gate(a, journal.Healthy),
 			end(journal.Committed, "records COMMITTED and closes the transaction")}
-		onFailure = []Step{{Phase: journal.BuildingFallback, Run: []advice.Cmd{advice.Plugin("slot", "destroy", a, "--force", "--yes"),
-			advice.Plugin("slot", "create", a, "--package", orNone(fb)), deploy(a, orNone(fb))}, Slot: a,
+		onFailure = []Step{{Phase: journal.BuildingFallback, Run: cmds.Rebuild(a, orNone(fb)), Slot: a,
 			Changes: "builds slot " + a + " again with the previous package"}}
 	case in.Op == Apply:
 		var scope []string
@@ -273,33 +264,33 @@ func steps(here *site.Site, in Input, p *Plan) (run, onFailure []Step) {
 			scope = []string{"--management-only"}
 		}
 		run = []Step{verify,
-			{Phase: journal.Provisioning, Run: []advice.Cmd{advice.Plugin("slot", "preflight", c, "--package", target, "--blue-green"), advice.Plugin("slot", "create", c, "--package", target)}, Slot: c,
+			{Phase: journal.Provisioning, Run: []advice.Cmd{Preflight(c, target), Create(c, target)}, Slot: c,
 				Changes: "checks the machine can hold candidate slot " + c + " beside " + a + ", then creates it; slot " + a + " is not touched"},
 			{Phase: journal.Provisioned, Run: []advice.Cmd{deploy(c, target)}, Slot: c, Changes: "deploys the package into candidate slot " + c},
 			gate(c, journal.Healthy, scope...),
-			{Phase: journal.Switched, Run: []advice.Cmd{advice.Plugin("switch", "to", c)}, Slot: c,
+			{Phase: journal.Switched, Run: []advice.Cmd{SwitchTo(c)}, Slot: c,
 				Changes: "moves the active pointer and the kubeconfig and registry aliases to slot " + c + switchHow(in.SwitchMode) + "; slot " + a + " is kept as the revert target while " + c + " soaks (then: accept or revert)"}}
-		onFailure = []Step{{Phase: journal.Destroying, Run: []advice.Cmd{advice.Plugin("slot", "destroy", c, "--yes")}, Slot: c,
+		onFailure = []Step{{Phase: journal.Destroying, Run: []advice.Cmd{Destroy(c, false)}, Slot: c,
 			Changes: "destroys candidate slot " + c + " (before the switch only); slot " + a + " was not touched and is gated again"}}
 	case in.Op == Accept:
-		retire := Step{Phase: journal.Retired, Run: []advice.Cmd{advice.Plugin("slot", "destroy", a, "--yes")}, Slot: a,
+		retire := Step{Phase: journal.Retired, Run: []advice.Cmd{Destroy(a, false)}, Slot: a,
 			Changes: "retires the previous slot " + a + ": it is no revert target any more", Loses: holds(here, a)}
 		if t, _ := here.Txn(); t != nil && t.SwitchMode == journal.SwitchRepoint {
 			retire.Run, retire.Loses = nil, nil
 			retire.Changes = "keeps slot " + a + " when it owns workload clusters (S1: they stay with it), else retires it"
 		}
-		retire.Run = append(retire.Run, advice.Plugin("journal", "end"))
+		retire.Run = append(retire.Run, End())
 		retire.Changes += "; closes the transaction"
-		run = []Step{{Phase: journal.Accepted, Run: []advice.Cmd{advice.Plugin("switch", "accept")}, Changes: "ends the soak: slot " + c + " stays active"},
+		run = []Step{{Phase: journal.Accepted, Run: []advice.Cmd{SwitchAccept()}, Changes: "ends the soak: slot " + c + " stays active"},
 			retire}
 	default: // revert
 		pre := gate(a, "")
 		pre.Changes = "gates the previous slot " + a + " first: when it fails, nothing is switched and slot " + c + " keeps serving"
 		run = []Step{pre,
-			{Phase: journal.SwitchedBack, Run: []advice.Cmd{advice.Plugin("switch", "back")}, Slot: a,
+			{Phase: journal.SwitchedBack, Run: []advice.Cmd{SwitchBack(in.Gate, false)}, Slot: a,
 				Changes: "moves the active pointer and aliases back to slot " + a},
 			gate(a, ""),
-			{Phase: journal.Destroying, Run: []advice.Cmd{advice.Plugin("slot", "destroy", c, "--yes")}, Slot: c,
+			{Phase: journal.Destroying, Run: []advice.Cmd{Destroy(c, false)}, Slot: c,
 				Changes: "destroys candidate slot " + c + " once slot " + a + " passed its gate again", Loses: holds(here, c)},
 			end(journal.RolledBack, "records ROLLED_BACK and closes the transaction")}
 	}
@@ -374,15 +365,6 @@ func holds(here *site.Site, name string) []string {
 		out = append(out, "workload cluster "+w+" (its containers are deleted with the slot)")
 	}
 	return out
-}
-
-func keyOnly(verify []string) []string {
-	for i, a := range verify {
-		if a == "--key" && i+1 < len(verify) {
-			return []string{"--key", verify[i+1]}
-		}
-	}
-	return nil
 }
 
 func switchHow(mode string) string {
