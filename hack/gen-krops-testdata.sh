@@ -26,6 +26,30 @@ create() { # OUTDIR [zarf flags...]
     --cache "$work/cache" --tmpdir "$work" "$@"
 }
 
+# slot-names: only the variant whose workload cluster each slot names
+# (docs/krops.md, "Two slots side by side"): the tree as the site's build
+# renames it when given ${WORKLOAD_CLUSTER_NAME:=local-workload} as the
+# name, and each Flux Kustomization substituting from the optional
+# ConfigMap kubectl-bundle-slot. Signed; into $out/slot-names.
+if [ "${1:-}" = slot-names ]; then
+  mkdir -p "$work/pkg" "$work/config"
+  cp "$src/zarf.yaml" "$src/flux-instance.yaml" "$work/pkg/"
+  cp -R "$src/config/." "$work/config/"
+  grep -rl local-workload "$work/config" | while read -r f; do
+    sed -i 's/local-workload/${WORKLOAD_CLUSTER_NAME:=local-workload}/g' "$f"
+  done
+  for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml"; do
+    printf '  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n' >>"$f"
+  done
+  gen oci-image "$work/pkg/demo-image.tar" docker.io/library/demo-app:1.0.0 amd64
+  gen flux-artifact "$work/pkg/config-artifact.tar" localhost:5001/krops-config:latest "$work/config" \
+    https://example.com/krops-config.git main@sha1:0000000000000000000000000000000000000000
+  rm -rf "$out/slot-names"
+  create "$out/slot-names" --signing-key "$keys/cosign.key" --signing-key-pass testpass
+  du -sh "$out/slot-names"
+  exit
+fi
+
 rm -rf "$out"
 mkdir -p "$out/unsigned" "$out/tampered" "$work/pkg"
 cp "$src/zarf.yaml" "$src/flux-instance.yaml" "$work/pkg/"

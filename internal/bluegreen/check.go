@@ -75,7 +75,7 @@ func (p *Package) SharedNames(slot string) ([]Name, error) {
 			})
 		}
 	}
-	if err := p.fluxNames(add); err != nil {
+	if err := p.fluxNames(slot, add); err != nil {
 		return nil, err
 	}
 	for _, cmd := range p.Actions {

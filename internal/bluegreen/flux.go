@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 )
 
 // Flux artifacts: a package can carry its workload clusters' configuration
@@ -159,10 +160,11 @@ func (p *Package) Flux() ([]FluxArtifact, error) {
 }
 
 // fluxNames are the names the package's Flux artifacts put on the shared
-// daemon: each workload cluster and its load balancer, named where the
-// artifact names it. A name that is a Flux variable is the name a slot
-// that sets none gets, its default.
-func (p *Package) fluxNames(add func(Name)) error {
+// daemon for slot: each workload cluster and its load balancer, named
+// where the artifact names it. A name that is a Flux variable is the
+// slot's own value when the slot sets it (SlotValue), else the name a
+// slot that sets none gets, its default.
+func (p *Package) fluxNames(slot string, add func(Name)) error {
 	arts, err := p.Flux()
 	if err != nil {
 		return err
@@ -172,6 +174,9 @@ func (p *Package) fluxNames(add func(Name)) error {
 			name := c.Name
 			where := FluxWhere + a.Ref + ": Flux Kustomization " + c.Kustomization + ": Cluster " + c.Name
 			switch {
+			case c.Variable != "" && c.Default != "" && c.SlotSets:
+				name = SlotValue(c.Default, slot)
+				where += ", slot " + slot + "'s value of " + c.Variable + " (ConfigMap " + c.KustomizationNamespace + "/" + fluxart.SlotConfigMap + ")"
 			case c.Variable != "" && c.Default != "":
 				name = c.Default
 				where += ", its variable's default while no slot sets " + c.Variable
@@ -186,4 +191,44 @@ func (p *Package) fluxNames(add func(Name)) error {
 		}
 	}
 	return nil
+}
+
+// SlotValue is slot's value of a Flux variable that names a workload
+// cluster, whose default is def: the default with the slot's suffix, as
+// config.yaml's workloadClusters names a slot's workload clusters
+// (local-workload: local-workload-b in slot b).
+func SlotValue(def, slot string) string { return def + "-" + slot }
+
+// SlotSetting is a variable a slot sets for a Flux artifact: the data of
+// the ConfigMap fluxart.SlotConfigMap in its namespace.
+type SlotSetting = record.FluxSetting
+
+// SlotSettings are the variables slot sets for the package's Flux
+// artifacts (each Kustomization that substitutes from
+// fluxart.SlotConfigMap, for each workload cluster a variable names),
+// sorted, each once.
+func (p *Package) SlotSettings(slot string) ([]SlotSetting, error) {
+	arts, err := p.Flux()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[[2]string]bool{}
+	var out []SlotSetting
+	for _, a := range arts {
+		for _, c := range a.Clusters {
+			k := [2]string{c.KustomizationNamespace, c.Variable}
+			if !c.SlotSets || c.Variable == "" || c.Default == "" || seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, SlotSetting{Namespace: c.KustomizationNamespace, Variable: c.Variable, Value: SlotValue(c.Default, slot), Default: c.Default})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Variable < out[j].Variable
+	})
+	return out, nil
 }

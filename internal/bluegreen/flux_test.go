@@ -122,6 +122,28 @@ func TestFluxArtifactNames(t *testing.T) {
 	if got := names(variable); got != "load balancer site-wl-lb, workload cluster site-wl" {
 		t.Errorf("variable: %q", got)
 	}
+	// A Kustomization that substitutes from the slot's ConfigMap: slot b
+	// names the cluster its own (local-workload-b), and says so; slot a
+	// its own; the settings are the ConfigMap's data.
+	slotPB := "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n"
+	set := fluxPackage(t, map[string]string{"flux.yaml": fluxKS(slotPB), "clusters/c.yaml": strings.Replace(clusterYAML, "NAME", "${WL:=site-wl}", 1)})
+	if got := names(set); got != "load balancer site-wl-b-lb, workload cluster site-wl-b" {
+		t.Errorf("set by the slot: %q", got)
+	}
+	if ns, _ := set.SharedNames("b"); len(ns) == 0 || !strings.Contains(ns[0].Where, "slot b's value of WL (ConfigMap flux-system/kubectl-bundle-slot)") {
+		t.Errorf("where: %+v", ns)
+	}
+	res, err := Check(set, "b", "a")
+	if err != nil || len(res.Same) != 0 {
+		t.Errorf("check: %+v, %v", res, err)
+	}
+	settings, err := set.SlotSettings("b")
+	if err != nil || fmt.Sprint(settings) != "[{flux-system WL site-wl-b site-wl}]" {
+		t.Errorf("settings: %v, %v", settings, err)
+	}
+	if settings, _ := variable.SlotSettings("b"); len(settings) != 0 {
+		t.Errorf("another ConfigMap sets nothing of the slot's: %v", settings)
+	}
 	broken := fluxPackage(t, map[string]string{"flux.yaml": fluxKS(""), "clusters/kustomization.yaml": "resources: [https://example.invalid/x]\n"})
 	if _, err := broken.SharedNames("b"); err == nil || !strings.Contains(err.Error(), "Flux artifact zarf-registry/site-config:1") {
 		t.Errorf("broken: %v", err)

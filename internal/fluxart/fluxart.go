@@ -14,6 +14,7 @@ package fluxart
 import (
 	"archive/tar"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +185,32 @@ type Kustomization struct {
 	// which Flux applies to every name it builds.
 	NamePrefix string `json:"namePrefix,omitempty"`
 	NameSuffix string `json:"nameSuffix,omitempty"`
+	// SlotSets: spec.postBuild.substituteFrom names the optional ConfigMap
+	// SlotConfigMap (in the Kustomization's namespace), which each slot
+	// writes with its own values of the artifact's variables.
+	SlotSets bool `json:"slotSets,omitempty"`
+}
+
+// SlotConfigMap is the ConfigMap a slot writes, in the namespace of each
+// Flux Kustomization that substitutes from it, with the slot's values of
+// the artifact's variables (docs/krops.md, "Two slots side by side"). It
+// must be optional in substituteFrom: a site without the tool has none,
+// and Flux then substitutes the variables' defaults.
+const SlotConfigMap = "kubectl-bundle-slot"
+
+// slotSets says spec.postBuild.substituteFrom's entries name
+// SlotConfigMap, optional. They are read as any YAML (an entry of another
+// shape names nothing here, and never hides the Kustomization).
+func slotSets(refs []any) bool {
+	return slices.ContainsFunc(refs, func(r any) bool {
+		var ref struct {
+			Kind     string `json:"kind"`
+			Name     string `json:"name"`
+			Optional bool   `json:"optional"`
+		}
+		b, err := json.Marshal(r)
+		return err == nil && json.Unmarshal(b, &ref) == nil && ref.Kind == "ConfigMap" && ref.Name == SlotConfigMap && ref.Optional
+	})
 }
 
 type fluxKustomization struct {
@@ -268,6 +295,7 @@ func (t *Tree) Kustomizations() []Kustomization {
 			})
 			if p != nil {
 				out[len(out)-1].Substitute = p.Substitute
+				out[len(out)-1].SlotSets = slotSets(p.SubstituteFrom)
 			}
 		}
 	}
@@ -507,6 +535,10 @@ type Cluster struct {
 	// Default is the variable's default (${VAR:=default}, :-, =, -), the
 	// name a site gets that sets none; "" when it has none.
 	Default string `json:"default,omitempty"`
+	// SlotSets: the Kustomization substitutes from SlotConfigMap, so a slot
+	// sets Variable (in KustomizationNamespace, where that ConfigMap is).
+	SlotSets               bool   `json:"slotSets,omitempty"`
+	KustomizationNamespace string `json:"kustomizationNamespace,omitempty"`
 	// NamedBy lists the Kustomizations whose healthChecks or dependsOn use
 	// its name ("KIND/NAME", healthChecks' kind Cluster or a dependsOn of
 	// a Kustomization whose name starts with it).
@@ -548,6 +580,12 @@ func (t *Tree) Clusters() ([]Cluster, error) {
 					c.Name = k.NamePrefix + val + k.NameSuffix
 				} else {
 					c.Variable, c.Default = v, d
+					c.SlotSets, c.KustomizationNamespace = k.SlotSets, k.Namespace
+					if c.KustomizationNamespace == "" {
+						// Applied without one: into Flux's own namespace, as
+						// the site's bootstrap applies its Kustomizations.
+						c.KustomizationNamespace = "flux-system"
+					}
 				}
 			}
 			out = append(out, c)

@@ -195,6 +195,40 @@ func TestClustersNamedByAVariable(t *testing.T) {
 	}
 }
 
+// TestClustersTheSlotNames: a Kustomization that substitutes from the
+// optional SlotConfigMap lets each slot set the variable, in its own
+// namespace; another ConfigMap, or SlotConfigMap not optional (a site
+// without the tool would fail to reconcile), or an entry of another shape
+// does not.
+func TestClustersTheSlotNames(t *testing.T) {
+	const v = "${WORKLOAD_CLUSTER_NAME:=local-workload}"
+	from := func(entries string) string { return "  postBuild:\n    substituteFrom:\n" + entries }
+	for name, c := range map[string]struct {
+		pb   string
+		sets bool
+	}{
+		"the slot's, optional":    {from("      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n"), true},
+		"after another":           {from("      - {kind: Secret, name: s}\n      - {kind: ConfigMap, name: kubectl-bundle-slot, optional: true}\n"), true},
+		"not optional":            {from("      - kind: ConfigMap\n        name: kubectl-bundle-slot\n"), false},
+		"another ConfigMap":       {from("      - kind: ConfigMap\n        name: kb-slot\n        optional: true\n"), false},
+		"a Secret of that name":   {from("      - {kind: Secret, name: kubectl-bundle-slot, optional: true}\n"), false},
+		"an entry of other shape": {from("      - kubectl-bundle-slot\n"), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := read(t, siteTree(v, c.pb)).Clusters()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Variable != "WORKLOAD_CLUSTER_NAME" || got[0].SlotSets != c.sets {
+				t.Fatalf("%+v, want one cluster named by WORKLOAD_CLUSTER_NAME, SlotSets %v", got, c.sets)
+			}
+			if c.sets && got[0].KustomizationNamespace != "flux-system" {
+				t.Errorf("namespace %q, want the Kustomization's, flux-system", got[0].KustomizationNamespace)
+			}
+		})
+	}
+}
+
 // TestBuildRefusesWhatIsNotInTheArtifact: a remote base or a path out of
 // the tree is refused before kustomize runs (a build never reaches the
 // network or the host's files).

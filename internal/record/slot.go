@@ -52,6 +52,10 @@ type Slot struct {
 	// Seeded is what create pushed into the slot's registry (or found
 	// there already), by digest.
 	Seeded []seed.Result `json:"seeded,omitempty"`
+	// Flux are the values create gave the package's Flux variables in
+	// this slot (the ConfigMap kubectl-bundle-slot of each namespace): the
+	// names of its own that its Flux gives its workload clusters.
+	Flux []FluxSetting `json:"flux,omitempty"`
 	// Adopted marks a site built before the slots and registered by
 	// kubectl bundle-slot adopt: its cluster, registry and workload
 	// clusters keep the site's own names (Cluster, Registry,
@@ -355,3 +359,13 @@ const (
 	// slot (the event carries its identity, with MovedIn and MovedOut).
 	DetailMoved = "moved"
 )
+
+// FluxSetting is a Flux variable a slot sets: Variable=Value in the
+// ConfigMap kubectl-bundle-slot of Namespace; Default is its value where
+// no slot sets it.
+type FluxSetting struct {
+	Namespace string `json:"namespace"`
+	Variable  string `json:"variable"`
+	Value     string `json:"value"`
+	Default   string `json:"default,omitempty"`
+}

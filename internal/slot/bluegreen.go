@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
@@ -68,13 +69,21 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 			how = append(how, fmt.Sprintf("derive each from ###ZARF_VAR_%s###", bluegreen.Variable))
 		}
 		if slices.ContainsFunc(res.Same, func(n bluegreen.Name) bool { return strings.HasPrefix(n.Where, bluegreen.FluxWhere) }) {
-			how = append(how, "a workload cluster named in a Flux artifact, which Zarf does not template, is the same for every slot: "+
-				"the tool does not yet give slot "+candidate+" a name of its own for it, so such a package cannot be built side by side (S2) now (docs/krops.md, \"Two slots side by side\")")
+			how = append(how, "a workload cluster named in a Flux artifact, which Zarf does not template, is the same for every slot unless the slot sets it: "+
+				"build the artifact with the name as a Flux variable with the site's default (${WORKLOAD_CLUSTER_NAME:=local-workload}) and give each of its Flux Kustomizations "+
+				"postBuild.substituteFrom: [{kind: ConfigMap, name: "+fluxart.SlotConfigMap+", optional: true}], which slot "+candidate+" writes with its own value (docs/krops.md, \"Two slots side by side\")")
 		}
 		rep.add("shared-names", false, "the same for slot %s and slot %s, so the two slots' workloads would collide or adopt each other's: %s; %s%s",
 			candidate, other, joinNames(res.Same), strings.Join(how, "; "), alt)
 	} else {
 		rep.add("shared-names", true, "%d name(s) on the shared Docker daemon or network, all different for slot %s and slot %s", len(res.Candidate), candidate, other)
+	}
+	if settings, err := p.SlotSettings(candidate); err == nil && len(settings) > 0 {
+		var names []string
+		for _, st := range settings {
+			names = append(names, fmt.Sprintf("%s=%s (ConfigMap %s/%s; where no slot sets it: %s)", st.Variable, st.Value, st.Namespace, fluxart.SlotConfigMap, st.Default))
+		}
+		rep.add("flux-names", true, "slot %s gives the package's Flux artifacts names of its own, written by slot create before the deploy: %s", candidate, strings.Join(names, ", "))
 	}
 	m.preflightTaken(ctx, rep, res.Candidate, candidate)
 }

@@ -107,6 +107,9 @@ func (m *Manager) step(rec *Record, op, name string, fn func() error) error {
 type CreateOptions struct {
 	// PackageBytes sizes the disk check (the package to deploy next).
 	PackageBytes int64
+	// Flux are the slot's values of the package's Flux variables
+	// (bluegreen.Package.SlotSettings), written before the deploy.
+	Flux []record.FluxSetting
 }
 
 // inputs is what makes two creates "the same": a slot created with other
@@ -200,6 +203,12 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	m.recordIdentity(rec, "create", "started")
 	if err := p.Create(ctx, m, rec, n); err != nil {
 		return rec, err
+	}
+	if len(o.Flux) > 0 {
+		if err := m.step(rec, "create", "flux-names", func() error { return m.writeFluxSettings(ctx, rec, o.Flux) }); err != nil {
+			return rec, err
+		}
+		rec.Flux = o.Flux
 	}
 	rec.State = StateReady
 	if err := Save(m.Dir, rec); err != nil {

@@ -183,6 +183,9 @@ func describe(_ context.Context, cmd *cli.Command, s *session) error {
 		row("owns workload clusters", strings.Join(rec.OwnsWorkloads, ", "))
 	}
 	row("created", rec.Created.Format(time.RFC3339))
+	for _, f := range rec.Flux {
+		row("  flux", fmt.Sprintf("%s=%s (ConfigMap %s/kubectl-bundle-slot; where no slot sets it: %s)", f.Variable, f.Value, f.Namespace, f.Default))
+	}
 	for _, sd := range rec.Seeded {
 		how := "present"
 		if sd.Pushed {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/bluegreen"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/capture"
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -362,7 +363,23 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 		// mutating command meets it: a "nothing to do" would hide it.
 		return err
 	}
-	rec, err := s.m.Create(ctx, name, slot.CreateOptions{PackageBytes: size})
+	opts := slot.CreateOptions{PackageBytes: size}
+	if cmd.String("package") != "" {
+		// The slot's own names for the package's Flux artifacts, written
+		// into the slot before the package is deployed.
+		path, err := packagePath(s, cmd)
+		if err != nil {
+			return err
+		}
+		p, err := bluegreen.ReadFile(path)
+		if err == nil {
+			opts.Flux, err = p.SlotSettings(name)
+		}
+		if err != nil {
+			return kcli.Usage("--package %s: reading its Flux artifacts for the slot's names: %v", cmd.String("package"), err)
+		}
+	}
+	rec, err := s.m.Create(ctx, name, opts)
 	var se *slot.SettingsError
 	if errors.As(err, &se) {
 		return s.settingsAdvice(se)
