@@ -33,6 +33,10 @@ func TestDemoOnRealParts(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log)
 	}
 	for _, want := range []string{
+		// The demo skips the offline check, and says so, and the
+		// strategy runs record it skipped.
+		`(?m)^demo: the offline check is skipped \(SKIP_OFFLINE_CHECK=1\): this machine's uplink is not the site's$`,
+		`(?m)^PASS: isolation caller-monitored: connectivity check skipped \(SKIP_OFFLINE_CHECK=1\)`,
 		`(?m)^v1 in slot a$`,
 		`(?m)^✔ gate default: all 12 checks passed`,
 		`(?m)^✔ slot-variable +the package declares the Zarf variable SLOT \(slot b deploys it with SLOT=b\)$`,

@@ -74,7 +74,10 @@ func newStrategySite(t *testing.T) *switchSite {
 		"FAKES="+filepath.Join(root, "fakes"),
 		"ZARF_VERIFY_KEY="+repo("testdata/keys/cosign.pub"),
 		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
-		"FAKE_FAIL=", "FAKE_KILL=", "KB_TEST_KILL_AFTER=")}
+		"FAKE_FAIL=", "FAKE_KILL=", "KB_TEST_KILL_AFTER=",
+		// The tests skip the offline check (on by default): this
+		// machine's uplink is not a site's.
+		"SKIP_OFFLINE_CHECK=1")}
 	v1 := repo(pkgV1)
 	s.must("kubectl-bundle-slot", "create", "a", "-q")
 	s.must("kubectl-bundle-verify", "--stage", "-q", v1, "--key", repo("testdata/keys/cosign.pub"))

@@ -46,7 +46,10 @@ func newSwitchSite(t *testing.T) *switchSite {
 		"KUBECTL_BUNDLE_ARCHIVES="+filepath.Join(root, "archives"),
 		"FAKES="+filepath.Join(root, "fakes"),
 		"WORK="+root, "HOME="+filepath.Join(root, "home"), "NO_COLOR=1",
-		"FAKE_FAIL=", "FAKE_KILL=", state.EnvCrashAt+"=")}
+		"FAKE_FAIL=", "FAKE_KILL=", state.EnvCrashAt+"=",
+		// The tests skip the offline check (on by default): this
+		// machine's uplink is not a site's.
+		"SKIP_OFFLINE_CHECK=1")}
 	for _, sl := range []string{"a", "b"} {
 		s.must("kubectl-bundle-slot", "create", sl, "-q")
 	}

@@ -108,6 +108,10 @@ export KUBECTL_BUNDLE_SOAK_WINDOW=1h
 # are tested on the fakes.
 export KUBECTL_BUNDLE_ZARF_INIT_TIMEOUT=${E2E_ZARF_INIT_TIMEOUT:-5m}
 export ZARF_LOG_FORMAT=console
+# The strategy scripts check that the site is offline before they change
+# anything (on by default, waiting up to 900 s): skipped here, and said.
+export SKIP_OFFLINE_CHECK=1
+echo "e2e-kind: the offline check is skipped (SKIP_OFFLINE_CHECK=1): this machine's uplink is not the site's"
 # The node mounts the engine's socket (CAPD drives Docker through it).
 case ${DOCKER_HOST:-} in
 unix://*) export KUBECTL_BUNDLE_DOCKER_SOCKET=${DOCKER_HOST#unix://} ;;

@@ -362,11 +362,14 @@ func (x *run) finish(code int, why string) error {
 		summary += l + "\n"
 	}
 	x.evidence()
+	kept, keepErr := "", error(nil)
 	if x.sc.Evidence != "" {
-		// The summary of the transaction's last run, kept with its evidence.
-		p := filepath.Join(x.sc.Evidence, "summary.txt")
-		if os.WriteFile(p+".tmp", []byte(summary+result+"\n"), 0o644) == nil {
-			_ = os.Rename(p+".tmp", p)
+		// The summary of the transaction's last run, kept with its
+		// evidence: every run that began (or resumed) a transaction has
+		// one, and says where it is.
+		kept = filepath.Join(x.sc.Evidence, evidence.SummaryFile)
+		if keepErr = os.WriteFile(kept+".tmp", []byte(summary+result+"\n"), 0o644); keepErr == nil {
+			keepErr = os.Rename(kept+".tmp", kept)
 		}
 	}
 	fmt.Fprintln(x.out, "")
@@ -376,6 +379,12 @@ func (x *run) finish(code int, why string) error {
 	}
 	fmt.Fprint(x.out, summary)
 	fmt.Fprintln(x.out, result)
+	switch {
+	case keepErr != nil:
+		x.warn("warning: the summary could not be kept in %s: %v", kept, keepErr)
+	case kept != "":
+		fmt.Fprintf(x.out, "summary kept in %s\n", kept)
+	}
 	x.sc.PC = "finished"
 	return &done{code}
 }

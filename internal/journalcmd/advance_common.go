@@ -257,26 +257,14 @@ func (x *run) gateCmd(slot string) advice.Cmd {
 }
 
 // offlineCheck: before the first step of an update, refuse while a public
-// registry still answers, when the site asks for the check
-// (SKIP_OFFLINE_CHECK=1 records it skipped; --offline-wait, else
-// $OFFLINE_WAIT_SECONDS, else config.yaml's offline.waitSeconds). A
-// refused update that changed nothing is closed; one resumed past its
-// first step stays open.
+// registry still answers, as offline-run.sh does: on by default
+// (offlineCheckArgs says how long it waits, and SKIP_OFFLINE_CHECK=1
+// records it skipped). A refused update that changed nothing is closed;
+// one resumed past its first step stays open.
 func (x *run) offlineCheck(getenv func(string) string) error {
-	args := []string{"offline-check"}
-	switch {
-	case getenv("SKIP_OFFLINE_CHECK") == "1":
-		args = append(args, "--skip")
-	case x.r.offlineWait != "":
-		args = append(args, "--wait", x.r.offlineWait)
-	case getenv("OFFLINE_WAIT_SECONDS") != "":
-		args = append(args, "--wait", getenv("OFFLINE_WAIT_SECONDS"))
-	}
-	out, code := x.output("journal", args...)
+	out, code := x.output("journal", offlineCheckArgs(x.r.offlineWait, getenv)...)
 	if code == 0 {
-		if !strings.HasPrefix(out, "offline: off") {
-			x.pass("isolation " + strings.TrimPrefix(out, "offline: "))
-		}
+		x.pass("isolation " + strings.TrimPrefix(out, "offline: "))
 		return nil
 	}
 	out = strings.TrimPrefix(out, "offline: ")
@@ -294,6 +282,23 @@ func (x *run) offlineCheck(getenv func(string) string) error {
 	}
 	x.warn("once offline, run: %s", x.rerun())
 	return x.finish(code, "the offline check refused; the transaction stays open")
+}
+
+// offlineCheckArgs is the journal offline-check a run makes, as
+// offline-run.sh reads its variables: SKIP_OFFLINE_CHECK=1 skips (the
+// caller enforces isolation and monitors egress); else the wait is
+// --offline-wait (flag), else $OFFLINE_WAIT_SECONDS, else the check's own
+// (config.yaml's offline.waitSeconds, else 900 seconds).
+func offlineCheckArgs(flag string, getenv func(string) string) []string {
+	switch {
+	case getenv("SKIP_OFFLINE_CHECK") == "1":
+		return []string{"offline-check", "--skip"}
+	case flag != "":
+		return []string{"offline-check", "--wait", flag}
+	case getenv("OFFLINE_WAIT_SECONDS") != "":
+		return []string{"offline-check", "--wait", getenv("OFFLINE_WAIT_SECONDS")}
+	}
+	return []string{"offline-check"}
 }
 
 // confirmLosses: before what discards slot, list what it holds

@@ -31,24 +31,26 @@ once, each within --probe-timeout, every --interval, until none answers or
 HTTP status, or a certificate we do not trust); HOST:PORT when a TCP
 connection opens.
 
-Off unless --wait is given or config.yaml sets offline.waitSeconds:
+On by default, as in offline-run.sh: the wait is --wait, else config.yaml's
+offline.waitSeconds, else 900 seconds (OFFLINE_WAIT_SECONDS' default):
   offline:
-    waitSeconds: 900
+    waitSeconds: 900                                          # the default
     endpoints: [https://ghcr.io, https://registry.k8s.io]   # the default
     probeTimeout: 3s                                          # the default
 --skip records that the caller enforces isolation and monitors egress
 (SKIP_OFFLINE_CHECK=1 in the strategy scripts) and probes nothing.
 
-The mode that ran and what it found are recorded in the history (event
-"offline"), under the open transaction when there is one. The strategy
-scripts run this before their first step (--offline-wait SECONDS, or
-$OFFLINE_WAIT_SECONDS, or config.yaml).
+The mode that ran, the wait and what it found are recorded in the history
+(event "offline"), under the open transaction when there is one. The
+strategy scripts run this before their first step (SKIP_OFFLINE_CHECK=1
+skips it; the wait is --offline-wait SECONDS, else $OFFLINE_WAIT_SECONDS,
+else config.yaml, else 900).
 
-Exit 0: offline confirmed, skipped, or off; 3: an endpoint still answered when
+Exit 0: offline confirmed, or skipped; 3: an endpoint still answered when
 the wait was over (the message names it); 2: a bad flag or endpoint.
 
 Examples:
-  kubectl bundle-journal offline-check --wait 900
+  kubectl bundle-journal offline-check
   kubectl bundle-journal offline-check --wait 0 --endpoint https://registry.example.com --endpoint 10.0.0.1:443
   kubectl bundle-journal offline-check --skip`
 
@@ -58,7 +60,7 @@ func offlineCommand(streams kcli.IOStreams) *cli.Command {
 		Usage:       "refuse (exit 3) until the public registries are unreachable, and record which offline mode ran",
 		Description: offlineDescription,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "wait", Usage: "how long to wait for every endpoint to stop answering: seconds or a duration (0 probes once; default: config.yaml's offline.waitSeconds, else the check is off)"},
+			&cli.StringFlag{Name: "wait", Usage: "how long to wait for every endpoint to stop answering: seconds or a duration (0 probes once; default: config.yaml's offline.waitSeconds, else 900)"},
 			&cli.StringSliceFlag{Name: "endpoint", Usage: "an endpoint to probe: an http(s) URL or HOST:PORT, repeatable (default: config.yaml's offline.endpoints, else " + strings.Join(offline.DefaultEndpoints, " and ") + ")"},
 			&cli.DurationFlag{Name: "probe-timeout", Usage: "how long one probe may take (default: config.yaml's offline.probeTimeout, else 3s)"},
 			&cli.DurationFlag{Name: "interval", Value: offline.DefaultInterval, Usage: "how long to sleep between rounds of probes"},
@@ -68,25 +70,24 @@ func offlineCommand(streams kcli.IOStreams) *cli.Command {
 	}
 }
 
-// offlineSettings merges the flags over config.yaml's offline: section;
-// on is false when neither sets a wait.
-func offlineSettings(cmd *cli.Command, cfg slot.OfflinePolicy) (o offline.Options, on bool, err error) {
+// offlineSettings merges the flags over config.yaml's offline: section
+// over the defaults (offlineWait says which wait).
+func offlineSettings(cmd *cli.Command, cfg slot.OfflinePolicy) (o offline.Options, err error) {
 	o.Endpoints, o.Interval = cfg.Endpoints, cmd.Duration("interval")
-	if cfg.WaitSeconds != nil {
-		o.Wait, on = time.Duration(*cfg.WaitSeconds)*time.Second, true
-	}
+	var flag *string
 	if cmd.IsSet("wait") {
-		if o.Wait, err = parseWait(cmd.String("wait")); err != nil {
-			return o, false, kcli.Usage("--wait: %v", err)
-		}
-		on = true
+		w := cmd.String("wait")
+		flag = &w
+	}
+	if o.Wait, err = offlineWait(flag, cfg.WaitSeconds); err != nil {
+		return o, kcli.Usage("--wait: %v", err)
 	}
 	if cfg.ProbeTimeout != "" {
 		o.ProbeTimeout, _ = time.ParseDuration(cfg.ProbeTimeout) // validated with the config
 	}
 	if cmd.IsSet("probe-timeout") {
 		if o.ProbeTimeout = cmd.Duration("probe-timeout"); o.ProbeTimeout <= 0 {
-			return o, false, kcli.Usage("--probe-timeout must be more than 0")
+			return o, kcli.Usage("--probe-timeout must be more than 0")
 		}
 	}
 	if eps := cmd.StringSlice("endpoint"); len(eps) > 0 {
@@ -94,13 +95,27 @@ func offlineSettings(cmd *cli.Command, cfg slot.OfflinePolicy) (o offline.Option
 	}
 	for _, e := range o.Endpoints {
 		if err := offline.ParseEndpoint(e); err != nil {
-			return o, false, kcli.Usage("--endpoint: %v", err)
+			return o, kcli.Usage("--endpoint: %v", err)
 		}
 	}
 	if o.Interval <= 0 {
-		return o, false, kcli.Usage("--interval must be more than 0")
+		return o, kcli.Usage("--interval must be more than 0")
 	}
-	return o, on, nil
+	return o, nil
+}
+
+// offlineWait is how long the check waits: flag (--wait, nil when not
+// given), else config.yaml's offline.waitSeconds, else offline-run.sh's
+// default of 900 seconds. The check is never off: SKIP_OFFLINE_CHECK=1
+// (--skip) is the way not to probe.
+func offlineWait(flag *string, cfgSeconds *int) (time.Duration, error) {
+	switch {
+	case flag != nil:
+		return parseWait(*flag)
+	case cfgSeconds != nil:
+		return time.Duration(*cfgSeconds) * time.Second, nil
+	}
+	return offline.DefaultWait, nil
 }
 
 // parseWait reads seconds, as $OFFLINE_WAIT_SECONDS spells them, or a
@@ -131,7 +146,7 @@ func offlineCheck(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command)
 	if err != nil {
 		return err
 	}
-	o, on, err := offlineSettings(cmd, cfg)
+	o, err := offlineSettings(cmd, cfg)
 	if err != nil {
 		return err
 	}
@@ -139,12 +154,6 @@ func offlineCheck(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command)
 	switch {
 	case cmd.Bool("skip"):
 		r = &offline.Result{Mode: offline.ModeCallerMonitored}
-	case !on:
-		// Off by default: nothing probed, nothing recorded.
-		if !common.Quiet {
-			fmt.Fprintln(streams.Out, "offline: off: no --wait and no offline.waitSeconds in config.yaml; nothing probed")
-		}
-		return nil
 	default:
 		if !common.Quiet {
 			fmt.Fprintf(streams.ErrOut, "isolation mode: self-checked (waiting up to %s for %s to become unreachable)\n", o.Wait, strings.Join(orDefault(o.Endpoints), ", "))

@@ -21,8 +21,10 @@ import (
 // DefaultEndpoints are the registries offline-run.sh probes.
 var DefaultEndpoints = []string{"https://ghcr.io", "https://registry.k8s.io"}
 
-// Defaults of a check: offline-run.sh's curl --max-time 3 and its sleep 5.
+// Defaults of a check: offline-run.sh's OFFLINE_WAIT_SECONDS (900), its
+// curl --max-time 3 and its sleep 5.
 const (
+	DefaultWait         = 900 * time.Second
 	DefaultProbeTimeout = 3 * time.Second
 	DefaultInterval     = 5 * time.Second
 )
@@ -144,7 +146,7 @@ func (r *Result) Summary() string {
 	case r.Mode == ModeCallerMonitored:
 		return "caller-monitored: connectivity check skipped (SKIP_OFFLINE_CHECK=1); the caller enforces isolation"
 	case r.Offline:
-		return fmt.Sprintf("self-checked: offline confirmed after %s, no answer from %s", r.Waited, strings.Join(r.Endpoints, ", "))
+		return fmt.Sprintf("self-checked: offline confirmed after %s (wait up to %s), no answer from %s", r.Waited, r.Wait, strings.Join(r.Endpoints, ", "))
 	}
 	var names []string
 	for _, p := range r.Reachable {

@@ -156,7 +156,7 @@ func TestCheckGoesOffline(t *testing.T) {
 	if !r.Offline || r.Rounds != 3 || r.Waited != "10s" {
 		t.Fatalf("Check = %+v, want offline in round 3 after 10s", r)
 	}
-	if s := r.Summary(); s != "self-checked: offline confirmed after 10s, no answer from "+addr {
+	if s := r.Summary(); s != "self-checked: offline confirmed after 10s (wait up to 1m0s), no answer from "+addr {
 		t.Errorf("summary %q", s)
 	}
 }

@@ -129,12 +129,14 @@ type VerifyPolicy struct {
 	DigestExemptions []string `yaml:"digestExemptions,omitempty" json:"digestExemptions,omitempty"`
 }
 
-// OfflinePolicy is config.yaml's offline: section. The check is off
-// unless WaitSeconds is set (or the scripts get --offline-wait or
-// $OFFLINE_WAIT_SECONDS).
+// OfflinePolicy is config.yaml's offline: section. The check is on by
+// default, as in offline-run.sh: only SKIP_OFFLINE_CHECK=1 in the
+// strategy scripts' environment skips it (recorded as caller-monitored).
 type OfflinePolicy struct {
 	// WaitSeconds is how long to wait for the endpoints to stop answering
-	// before refusing; 0 probes once.
+	// before refusing; 0 probes once. Unset: 900 (offline-run.sh's
+	// OFFLINE_WAIT_SECONDS), unless the scripts get --offline-wait or
+	// $OFFLINE_WAIT_SECONDS.
 	WaitSeconds *int `yaml:"waitSeconds,omitempty" json:"waitSeconds,omitempty"`
 	// Endpoints are probed: http(s) URLs (any answer is reachable) or
 	// HOST:PORT (a TCP connection is reachable). Default: the registries
