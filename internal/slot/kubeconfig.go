@@ -60,23 +60,42 @@ func writeSlotKubeconfig(d *state.Dir, slotName, kubeconfig, context string) err
 
 // ensureSlotKubeconfig writes slots/<slot>.kubeconfig again from the
 // slot's record (the kubeconfig and context it was built with) when it is
-// missing: a record rebuilt by slot repair after the slots directory was
-// lost, or the file removed by hand. Without it zarf would run with no
-// cluster, or KUBECONFIG's default's current context: another cluster.
+// missing or does not reach the record's context: a record rebuilt by slot
+// repair after the slots directory was lost, the file removed by hand, or
+// left empty or cut short (a full disk, a hurried "> file"). Without it
+// zarf would run with no cluster, or KUBECONFIG's default's current
+// context: another cluster.
 func (m *Manager) ensureSlotKubeconfig(slotName string) error {
 	p := KubeconfigPath(m.Dir, slotName)
-	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
-		return nil
+	fi, err := os.Lstat(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	rec, err := Load(m.Dir, slotName)
-	if err != nil {
-		return fmt.Errorf("the slot's kubeconfig %s is missing and its record cannot say which cluster it reaches: %w", p, err)
+	what := "is missing"
+	rec, rerr := Load(m.Dir, slotName)
+	if err == nil {
+		if rerr != nil || rec.Context == "" {
+			return nil // nothing to check it against: the record's own checks say so
+		}
+		if fi.Mode().IsRegular() {
+			if cfg, lerr := clientcmd.LoadFromFile(p); lerr == nil && cfg.CurrentContext == rec.Context && cfg.Contexts[rec.Context] != nil {
+				return nil
+			}
+		}
+		what = "does not reach the record's context " + rec.Context + " (empty, cut short or replaced)"
+		m.logf("slot %s: its kubeconfig %s %s: writing it again from the record", slotName, p, what)
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	if rerr != nil {
+		return fmt.Errorf("the slot's kubeconfig %s %s and its record cannot say which cluster it reaches: %w", p, what, rerr)
 	}
 	if rec.Context == "" {
-		return fmt.Errorf("the slot's kubeconfig %s is missing and slot %s's record names no context (%s)", p, slotName, m.Dir.Plugin("slot", "describe", slotName))
+		return fmt.Errorf("the slot's kubeconfig %s %s and slot %s's record names no context (%s)", p, what, slotName, m.Dir.Plugin("slot", "describe", slotName))
 	}
 	if err := writeSlotKubeconfig(m.Dir, slotName, rec.Kubeconfig, rec.Context); err != nil {
-		return fmt.Errorf("the slot's kubeconfig %s is missing; writing it again from context %s: %w", p, rec.Context, err)
+		return fmt.Errorf("the slot's kubeconfig %s %s; writing it again from context %s: %w", p, what, rec.Context, err)
 	}
 	return nil
 }
