@@ -16,6 +16,7 @@ import (
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	statesession "github.com/kubectl-bundle/kubectl-bundle/internal/session"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
@@ -571,8 +572,15 @@ func txnDamage(s *session, t *journal.Transaction) error {
 			continue
 		}
 		var dmg *state.DamageError
-		if _, err := s.LoadSlot(n); errors.As(err, &dmg) {
+		var rdmg *record.DamagedError
+		_, err := s.LoadSlot(n)
+		switch {
+		case errors.As(err, &dmg):
 			return err
+		case errors.As(err, &rdmg):
+			// A record there but unreadable (a symlink, bytes that are not
+			// a record): its repair comes first, as the step says.
+			return &state.DamageError{Path: rdmg.Path, Problem: fmt.Sprintf("the record of slot %s cannot be read (%v)", n, rdmg.Err), Fix: rdmg.Repair()}
 		}
 	}
 	return nil
