@@ -116,8 +116,25 @@ func previousCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		return err
 	}
+	// Staged is not enough: the copy must still be the bytes verified
+	// (a cut copy exits 3 naming the command that stages it again).
+	if err := p.Check(); err != nil {
+		// As a copy that is gone (exit 3): no way back until it is staged again.
+		return errkind.Wrap(errkind.Environment, err)
+	}
 	v.Staged = p.Path
-	v.Apply = advice.Program(journal.ScriptPath(journal.BlueGreen), "apply", p.Path)
+	// The apply verifies with what the package was staged with: the
+	// printed line runs as printed, without $ZARF_VERIFY_KEY.
+	var material []string
+	if p.Record.Key != "" {
+		material = []string{"--key", p.Record.Key}
+	} else if p.Record.Report.Signer.Method == "keyless" {
+		if p.Record.TrustedRoot != "" {
+			material = append(material, "--trusted-root", p.Record.TrustedRoot)
+		}
+		material = append(material, "--certificate-identity", p.Record.Report.Signer.Identity, "--certificate-oidc-issuer", p.Record.Report.Signer.Issuer)
+	}
+	v.Apply = advice.Program(journal.ScriptPath(journal.BlueGreen), append([]string{"apply", p.Path}, material...)...)
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(streams.Out, v)
 	}
