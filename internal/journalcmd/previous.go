@@ -125,14 +125,9 @@ func previousCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 	v.Staged = p.Path
 	// The apply verifies with what the package was staged with: the
 	// printed line runs as printed, without $ZARF_VERIFY_KEY.
-	var material []string
-	if p.Record.Key != "" {
-		material = []string{"--key", p.Record.Key}
-	} else if p.Record.Report.Signer.Method == "keyless" {
-		if p.Record.TrustedRoot != "" {
-			material = append(material, "--trusted-root", p.Record.TrustedRoot)
-		}
-		material = append(material, "--certificate-identity", p.Record.Report.Signer.Identity, "--certificate-oidc-issuer", p.Record.Report.Signer.Issuer)
+	material := p.Record.Material()
+	if p.Record.IsUnsigned() {
+		material = nil // the scripts take no unsigned package
 	}
 	v.Apply = advice.Program(journal.ScriptPath(journal.BlueGreen), append([]string{"apply", p.Path}, material...)...)
 	if s.common.Output == kcli.OutputJSON {

@@ -213,23 +213,33 @@ func verifyWith(src string, r *Record) advice.Cmd {
 	if src == "" {
 		src = "PACKAGE"
 	}
-	c := advice.Plugin("verify", "--stage", src)
+	m := r.Material()
+	if m == nil {
+		m = []string{"--key", "KEY"}
+	}
+	return advice.Plugin("verify", append([]string{"--stage", src}, m...)...)
+}
+
+// Material are the verification flags r was staged with, as verify and
+// the strategy scripts take them (nil when it says none, or r is nil).
+func (r *Record) Material() []string {
 	switch {
 	case r == nil:
-		return c.With("--key", "KEY")
+		return nil
 	case r.Key != "":
-		return c.With("--key", r.Key)
+		return []string{"--key", r.Key}
 	case r.Report.Signer.Method == "keyless" || r.TrustedRoot != "":
 		// Without a recorded trusted root it was the embedded one, which
 		// verify uses again when --trusted-root is not given.
+		var m []string
 		if r.TrustedRoot != "" {
-			c = c.With("--trusted-root", r.TrustedRoot)
+			m = append(m, "--trusted-root", r.TrustedRoot)
 		}
-		return c.With("--certificate-identity", r.Report.Signer.Identity, "--certificate-oidc-issuer", r.Report.Signer.Issuer)
+		return append(m, "--certificate-identity", r.Report.Signer.Identity, "--certificate-oidc-issuer", r.Report.Signer.Issuer)
 	case r.IsUnsigned():
-		return c.With("--insecure-skip-signature")
+		return []string{"--insecure-skip-signature"}
 	}
-	return c.With("--key", "KEY")
+	return nil
 }
 
 // VerifyCommand is the command that verifies and stages the package at
