@@ -36,6 +36,8 @@ if [ "${1:-}" = slot-names ]; then
   cp "$src/zarf.yaml" "$src/flux-instance.yaml" "$work/pkg/"
   cp -R "$src/config/." "$work/config/"
   grep -rl local-workload "$work/config" | while read -r f; do
+    # The ${...} is Flux's substitution, written literally into the tree.
+    # shellcheck disable=SC2016
     sed -i 's/local-workload/${WORKLOAD_CLUSTER_NAME:=local-workload}/g' "$f"
   done
   for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml"; do
