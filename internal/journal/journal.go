@@ -430,9 +430,9 @@ func (j *Journal) Abort() (*Transaction, []advice.Fix, error) {
 		return t, Cleanup(j.dir, t), nil
 	}
 	// With no previous package recorded there is nothing to restore or
-	// rebuild: past its changing step, such an update can only be closed.
-	nothingToRestore := t.Strategy != BlueGreen && t.Fallback == ""
-	if ok, why := abortable(t.Strategy, t.Phase); !ok && !nothingToRestore {
+	// rebuild: past its changing step, such an update can only be closed
+	// (Abortable).
+	if ok, why := Abortable(t); !ok {
 		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, j.nextLine(t))}
 	}
 	cleanup := Cleanup(j.dir, t)

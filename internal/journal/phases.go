@@ -137,3 +137,12 @@ func abortable(st Strategy, p Phase) (bool, string) {
 	}
 	return false, "unknown strategy"
 }
+
+// Abortable says whether journal abort closes t as it stands: before its
+// first change (or with nothing to restore), and why not otherwise.
+func Abortable(t *Transaction) (bool, string) {
+	if t.Strategy != BlueGreen && t.Fallback == "" {
+		return true, ""
+	}
+	return abortable(t.Strategy, t.Phase)
+}

@@ -5,8 +5,10 @@ import (
 	"os"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
 )
@@ -96,6 +98,11 @@ func (x *run) linearRun(l linear) error {
 	t := x.txn()
 	if t == nil && x.sc.PC != "" {
 		return x.notOpenAnyMore()
+	}
+	if x.sc.PC != "" {
+		if n := site.Read(x.d).MovedOff(); n != nil {
+			return x.movedOff(n)
+		}
 	}
 	switch pc := x.sc.PC; pc {
 	case "":
@@ -200,6 +207,19 @@ func (x *run) linearRun(l linear) error {
 		return x.goTo("gate")
 	}
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
+}
+
+// movedOff stops the run of an update whose slot no longer serves (a
+// forced switch moved the pointer away: site.MovedOff), before any step,
+// naming what closes or resumes it, as journal status does.
+func (x *run) movedOff(n *journal.NextStep) error {
+	m := withStateDir(x.d, *n)
+	x.fail(m.Why)
+	x.warn("next: %s", m.Command)
+	for _, a := range m.Alternatives {
+		x.warn("  or: %s", a)
+	}
+	return x.finish(exitOf(errkind.Conflict), "the slot this update changes no longer serves")
 }
 
 // commit records COMMITTED (record: not recorded yet) and closes the

@@ -197,6 +197,11 @@ func writeTxn(streams kcli.IOStreams, common *kcli.Common, d *state.Dir, t *jour
 // began t with (journal begin --key, ...), else that of t's target as its
 // staged record keeps it, when the target is staged.
 func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
+	if d != nil {
+		if n := site.Read(d).MovedOff(); n != nil {
+			return withStateDir(d, *n)
+		}
+	}
 	t, v := materialOf(d, t)
 	return withStateDir(d, journal.NextWithGateFile(t, v, soakOf(d, t), restoredGate(d, t), gateFileErr(t)))
 }

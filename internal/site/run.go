@@ -1,6 +1,11 @@
 package site
 
-import "github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+import (
+	"fmt"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+)
 
 // Where a strategy run resumes a blue-green transaction: the sets of
 // phases its steps decide on (internal/journalcmd, advance).
@@ -32,3 +37,38 @@ func PastSwitch(t *journal.Transaction) bool { return phaseIn(t.Phase, pastSwitc
 // Accepted says t's soak was accepted: its previous slot is no revert
 // target any more.
 func Accepted(t *journal.Transaction) bool { return phaseIn(t.Phase, accepted) }
+
+// MovedOff is the next step of an update in place (in-place, recreate)
+// whose slot no longer serves: such an update changes and commits the
+// slot it began on (t.Slots.Active), and a forced switch made while it was
+// open moved the pointer to another slot. Run on, it would commit an
+// update on a slot that does not serve and say it is live. Before the
+// update's first change the step is its abort (the other slot goes on
+// serving); after it, the slot may be half-updated and the update cannot
+// be aborted, so the step puts the slot back as the active one, as it was
+// when the update began, and the update's run then finishes or restores
+// it. Nil when no such update is open, the pointer names its slot, or the
+// pointer cannot be read or names no slot (damage, reported as such).
+func (s *Site) MovedOff() *journal.NextStep {
+	t := s.txnOrNil()
+	if t == nil || t.Strategy == journal.BlueGreen || t.Slots.Active == "" || journal.IsFinal(t.Phase) {
+		return nil
+	}
+	if !s.pointerPresent || s.pointerProblem != nil || s.pointer == "" || s.pointer == t.Slots.Active || !s.Exists(s.pointer) {
+		return nil
+	}
+	n := journal.NextStep{Phases: journal.Legal(t)}
+	moved := fmt.Sprintf("transaction %s (%s) updates slot %s, but the active pointer names slot %s (a forced switch moved it while the update was open): run on, the update would commit on a slot that does not serve",
+		t.ID, t.Strategy, t.Slots.Active, s.pointer)
+	back := advice.Plugin("switch", "to", t.Slots.Active, "--force")
+	if ok, _ := journal.Abortable(t); ok {
+		n.Do(advice.Plugin("journal", "abort"), back)
+		n.Why = fmt.Sprintf("%s. Nothing of it changed slot %s yet: abort closes it (then %s) and slot %s goes on serving; or put slot %s back as the active slot and run the update again",
+			moved, t.Slots.Active, advice.Plugin("journal", "end"), s.pointer, t.Slots.Active)
+		return &n
+	}
+	n.Do(back)
+	n.Why = fmt.Sprintf("%s. Slot %s may be half-updated (%s), so the update cannot be aborted: this puts slot %s back as the active slot, as it was when the update began; then run the update again, which finishes it or restores the previous package",
+		moved, t.Slots.Active, t.Phase, t.Slots.Active)
+	return &n
+}

@@ -100,7 +100,11 @@ func build(t *testing.T, f fixture) *state.Dir {
 		if st != journal.BlueGreen {
 			slots = journal.Slots{Active: "a"}
 		}
-		if _, err := j.Begin(journal.BeginOptions{Strategy: st, Target: digestV1, Slots: slots}); err != nil {
+		fallback := ""
+		if st != journal.BlueGreen {
+			fallback = digestV1 // the package slot a holds: an update in place restores it
+		}
+		if _, err := j.Begin(journal.BeginOptions{Strategy: st, Target: digestV1, Fallback: fallback, Slots: slots}); err != nil {
 			t.Fatal(err)
 		}
 		path := map[journal.Strategy][]journal.Phase{
@@ -108,6 +112,9 @@ func build(t *testing.T, f fixture) *state.Dir {
 			journal.InPlace:   {journal.Verified, journal.Deploying},
 		}[st]
 		for _, p := range path {
+			if w[1] == string(journal.Begun) {
+				break
+			}
 			if _, err := j.Start(p); err != nil {
 				t.Fatal(err)
 			}
@@ -276,5 +283,41 @@ func TestFixtureTransaction(t *testing.T) {
 	var tx struct{ Phase string }
 	if err := json.Unmarshal(b, &tx); err != nil || tx.Phase != "SOAKING" {
 		t.Fatalf("transaction %s: phase %q, %v", b, tx.Phase, err)
+	}
+}
+
+// TestMovedOff: an update in place whose slot a forced switch took the
+// pointer from is stopped, with its abort before its first change and the
+// switch back after it; every other state is no business of MovedOff.
+func TestMovedOff(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    fixture
+		want string // "": nil; else the first word of the command after the plugin
+	}{
+		{"in-place begun, pointer moved to b", fixture{pointer: "b", txn: "in-place BEGUN", slots: "ab"}, "kubectl bundle-journal abort"},
+		{"in-place verified, pointer moved to b", fixture{pointer: "b", txn: "in-place VERIFIED", slots: "ab"}, "kubectl bundle-journal abort"},
+		{"in-place deploying, pointer moved to b", fixture{pointer: "b", txn: "in-place DEPLOYING", slots: "ab"}, "kubectl bundle-switch to a --force"},
+		{"in-place deploying, pointer on a", fixture{pointer: "a", txn: "in-place DEPLOYING", slots: "ab"}, ""},
+		{"in-place, pointer names a slot with no record", fixture{pointer: "b", txn: "in-place DEPLOYING", slots: "a"}, ""},
+		{"in-place, pointer damaged", fixture{pointer: "!", txn: "in-place DEPLOYING", slots: "ab"}, ""},
+		{"in-place, pointer missing", fixture{txn: "in-place DEPLOYING", slots: "ab"}, ""},
+		{"blue-green soaking on b", fixture{pointer: "b", sw: "SWITCHED b a", txn: "blue-green SOAKING", slots: "ab"}, ""},
+		{"no transaction", fixture{pointer: "b", slots: "ab"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := site.Read(build(t, c.f)).MovedOff()
+			switch {
+			case c.want == "" && n != nil:
+				t.Fatalf("%v: MovedOff() = %q (%s); want nil", c.f, n.Command, n.Why)
+			case c.want == "":
+			case n == nil:
+				t.Fatalf("%v: MovedOff() = nil; want %q", c.f, c.want)
+			case n.Command != c.want:
+				t.Errorf("%v: MovedOff() runs %q; want %q", c.f, n.Command, c.want)
+			case !strings.Contains(n.Why, "updates slot a, but the active pointer names slot b"):
+				t.Errorf("%v: MovedOff() says %q; want why", c.f, n.Why)
+			}
+		})
 	}
 }
