@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,19 +27,27 @@ func TestDemoOnRealParts(t *testing.T) {
 		t.Skip("zarf or the API server binaries are not built (make testbin)")
 	}
 	var out bytes.Buffer
+	shown := map[string]string{}
+	work := t.TempDir()
 	// The real zarf first on PATH: the registered fake zarf must not answer.
-	err := demo.Run(context.Background(), demo.Options{Root: repo(), Work: t.TempDir(), Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true})
+	err := demo.Run(context.Background(), demo.Options{Root: repo(), Work: work, Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true,
+		Shown: func(name, out string) { shown[name] = out }})
 	log := out.String()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
+	pkgs := map[string]string{}
+	for i, v := range []string{"v1", "v2", "v3"} {
+		pkgs[v] = filepath.Join(work, fmt.Sprintf("zarf-package-site-amd64-%d.0.0.tar.zst", i+1))
+	}
+	checkShown(t, shown, shownScrubber(t, work, repo(), pkgs))
 	for _, want := range []string{
 		// The demo skips the offline check, and says so, and the
 		// strategy runs record it skipped.
 		`(?m)^demo: the offline check is skipped \(SKIP_OFFLINE_CHECK=1\): this machine's uplink is not the site's$`,
 		`(?m)^PASS: isolation caller-monitored: connectivity check skipped \(SKIP_OFFLINE_CHECK=1\)`,
 		`(?m)^v1 in slot a$`,
-		`(?m)^✔ gate default: all 12 checks passed`,
+		`(?m)^✔ gate default: all 13 checks passed`,
 		`(?m)^✔ slot-variable +the package declares the Zarf variable SLOT \(slot b deploys it with SLOT=b\)$`,
 		`(?m)^✔ shared-names +0 name\(s\) on the shared Docker daemon or network, all different for slot b and slot a$`,
 		`(?m)^workload-cluster +Cluster default/airgap-wl-b +Pass`,

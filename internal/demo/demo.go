@@ -7,6 +7,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,8 +36,13 @@ type Options struct {
 	Work string
 	Out  io.Writer
 	// AllStrategies also runs in-place.sh and recreate.sh on the real
-	// parts after the blue/green flow (the end-to-end test does).
+	// parts after the blue/green flow, and each strategy's --dry-run and
+	// failed update (v3, which fails the gate) with its rollback (the
+	// end-to-end test does).
 	AllStrategies bool
+	// Shown receives, by name, the output of each run docs/runs.md shows,
+	// as the operator saw it (the "$ command" line first); nil keeps none.
+	Shown func(name, out string)
 }
 
 type run struct {
@@ -54,6 +60,25 @@ func (r *run) say(format string, args ...any) {
 
 // sh runs one command with its output shown, as the operator would type it.
 func (r *run) sh(ctx context.Context, name string, args ...string) error {
+	return r.shExit(ctx, 0, name, args...)
+}
+
+// show runs one command as sh does, ending with exit code want, and hands
+// its output to Options.Shown as the run docs/runs.md shows under title.
+func (r *run) show(ctx context.Context, title string, want int, name string, args ...string) error {
+	var b bytes.Buffer
+	out := r.o.Out
+	r.o.Out = io.MultiWriter(out, &b)
+	err := r.shExit(ctx, want, name, args...)
+	r.o.Out = out
+	if r.o.Shown != nil {
+		r.o.Shown(title, b.String())
+	}
+	return err
+}
+
+// shExit runs one command as sh does; it must end with exit code want.
+func (r *run) shExit(ctx context.Context, want int, name string, args ...string) error {
 	fmt.Fprintf(r.o.Out, "$ %s %s\n", name, strings.Join(args, " "))
 	// Resolved here: the child's PATH does not decide which program starts.
 	for _, dir := range r.o.Path {
@@ -66,8 +91,8 @@ func (r *run) sh(ctx context.Context, name string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return fmt.Errorf("%s %s exited %d", name, strings.Join(args, " "), code)
+	if code != want {
+		return fmt.Errorf("%s %s exited %d, not %d", name, strings.Join(args, " "), code, want)
 	}
 	return nil
 }
@@ -124,7 +149,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	key := filepath.Join(o.Root, "testdata", "keys", "cosign.key")
 	r.say("building and signing v1 and v2 of the site package with the real zarf")
-	for _, v := range []string{"v1", "v2"} {
+	versions := []string{"v1", "v2"}
+	if o.AllStrategies {
+		versions = append(versions, "v3")
+	}
+	for _, v := range versions {
 		if err := r.sh(ctx, "zarf", "package", "create", filepath.Join(o.Work, "src-"+v), "--confirm", "--signing-key", key,
 			"--signing-key-pass", "testpass", "-o", o.Work, "--skip-sbom", "--no-color", "--log-level", "warn"); err != nil {
 			return err
@@ -153,8 +182,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := r.sh(ctx, "kubectl-bundle-slot", "preflight", "b", "--package", v2, "--blue-green"); err != nil {
 		return err
 	}
+	if o.AllStrategies {
+		r.say("what blue-green.sh apply v2 would do here, without doing it")
+		if err := r.show(ctx, "blue-green-dry-run", 0, bg, "apply", "--dry-run", v2, "--gate", gateFile); err != nil {
+			return err
+		}
+	}
 	r.say("the update: blue-green.sh apply v2 (slot b is built, deployed, gated, switched to; slot a is not touched)")
-	if err := r.sh(ctx, bg, "apply", v2, "--gate", gateFile, "--log", filepath.Join(o.Work, "blue-green.log")); err != nil {
+	if err := r.show(ctx, "blue-green-apply", 0, bg, "apply", v2, "--gate", gateFile, "--log", filepath.Join(o.Work, "blue-green.log")); err != nil {
 		return err
 	}
 	r.say("the operators' names follow the switch")
@@ -167,8 +202,12 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
+	r.say("the whole site while slot b soaks")
+	if err := r.show(ctx, "blue-green-soaking-site", 0, "kubectl-bundle-journal", "site"); err != nil {
+		return err
+	}
 	r.say("a regression found while soaking: revert")
-	if err := r.sh(ctx, bg, "revert"); err != nil {
+	if err := r.show(ctx, "blue-green-revert", 0, bg, "revert"); err != nil {
 		return err
 	}
 	for _, c := range [][]string{
@@ -181,30 +220,67 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	if o.AllStrategies {
-		r.say("in-place.sh: v2 into the active slot a, then a regression rolled back by deploying v1 in place")
-		ip := filepath.Join(o.Root, "scripts", "in-place.sh")
-		rc := filepath.Join(o.Root, "scripts", "recreate.sh")
-		for _, c := range [][]string{
-			{ip, v2, "--gate", gateFile},
-			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
-			{ip, v1, "--gate", gateFile},
-			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
-		} {
-			if err := r.sh(ctx, c[0], c[1:]...); err != nil {
-				return err
-			}
+		if err := r.allStrategies(ctx, gateFile, v1, v2, filepath.Join(o.Work, "zarf-package-site-amd64-3.0.0.tar.zst")); err != nil {
+			return err
 		}
-		r.say("recreate.sh: slot a rebuilt with v2")
-		for _, c := range [][]string{
-			{rc, v2, "--gate", gateFile},
-			{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"},
-		} {
-			if err := r.sh(ctx, c[0], c[1:]...); err != nil {
+	}
+	r.say("done: stopping the API servers")
+	return nil
+}
+
+// allStrategies: a bad release (v3, whose marker says it is not healthy,
+// which the gate's site-marker check fails) rolled back by blue-green,
+// then in-place.sh and recreate.sh, each planned, run, and failing with v3.
+func (r *run) allStrategies(ctx context.Context, gateFile, v1, v2, v3 string) error {
+	marker := []string{"kubectl", "--context", "kind-airgap-mgmt", "get", "configmap", "marker", "-n", "site", "-o", "jsonpath={.data.version}{\"\\n\"}"}
+	bg := filepath.Join(r.o.Root, "scripts", "blue-green.sh")
+	ip := filepath.Join(r.o.Root, "scripts", "in-place.sh")
+	rc := filepath.Join(r.o.Root, "scripts", "recreate.sh")
+	// 10s: the site-marker check cannot pass; the others pass at once
+	// (10s, not less: a loaded machine must not fail them too).
+	type step struct {
+		title string // "": not shown in docs/runs.md
+		exit  int
+		cmd   []string
+	}
+	for _, part := range []struct {
+		say   string
+		steps []step
+	}{
+		{"a bad release: blue-green.sh apply v3, which fails its gate in slot b; slot b is destroyed and slot a never stopped serving v1", []step{
+			{"blue-green-failed", 1, []string{bg, "apply", v3, "--gate", gateFile, "--gate-timeout", "10s"}},
+			{"", 0, marker},
+		}},
+		{"in-place.sh: v2 into the active slot a, a bad release restored, then a regression rolled back by deploying v1 in place", []step{
+			{"in-place-dry-run", 0, []string{ip, "--dry-run", v2, "--gate", gateFile}},
+			{"in-place-apply", 0, []string{ip, v2, "--gate", gateFile}},
+			{"", 0, marker},
+			{"in-place-failed", 1, []string{ip, v3, "--gate", gateFile, "--gate-timeout", "10s"}},
+			{"", 0, marker},
+			{"", 0, []string{ip, v1, "--gate", gateFile}},
+			{"", 0, marker},
+		}},
+		{"recreate.sh: slot a rebuilt with v2, then a bad release rebuilt with v2 again", []step{
+			{"recreate-dry-run", 0, []string{rc, "--dry-run", v2, "--gate", gateFile}},
+			{"recreate-apply", 0, []string{rc, v2, "--gate", gateFile}},
+			{"", 0, marker},
+			{"recreate-failed", 1, []string{rc, v3, "--gate", gateFile, "--gate-timeout", "10s"}},
+			{"", 0, marker},
+		}},
+	} {
+		r.say("%s", part.say)
+		for _, st := range part.steps {
+			var err error
+			if st.title == "" {
+				err = r.shExit(ctx, st.exit, st.cmd[0], st.cmd[1:]...)
+			} else {
+				err = r.show(ctx, st.title, st.exit, st.cmd[0], st.cmd[1:]...)
+			}
+			if err != nil {
 				return err
 			}
 		}
 	}
-	r.say("done: stopping the API servers")
 	return nil
 }
 
@@ -215,7 +291,17 @@ func isExec(p string) bool {
 
 // files writes the slot config, the gate and the two package sources.
 func (r *run) files() error {
-	defaultGate := strings.Replace(string(gate.DefaultYAML()), "useDockerPort: true", "useDockerPort: false # no Docker here: the secret's server is reachable", 1)
+	defaultGate := strings.Replace(string(gate.DefaultYAML()), "useDockerPort: true", "useDockerPort: false # no Docker here: the secret's server is reachable", 1) +
+		`  # the demo's own check: the release's marker says it is healthy (v3's does not)
+  - name: site-marker
+    field:
+      apiVersion: v1
+      kind: ConfigMap
+      namespace: site
+      name: marker
+      path: "{.data.healthy}"
+      equals: "yes"
+`
 	files := map[string]string{
 		"state/config.yaml": `kind: Config
 provider: existing
@@ -225,7 +311,7 @@ existing:
 `,
 		"gate.yaml": defaultGate,
 	}
-	for _, v := range []string{"1", "2"} {
+	for _, v := range []string{"1", "2", "3"} {
 		files["src-v"+v+"/zarf.yaml"] = fmt.Sprintf(`kind: ZarfPackageConfig
 metadata:
   name: site
@@ -248,7 +334,8 @@ metadata:
   name: marker
 data:
   version: "v%s in slot ###ZARF_VAR_SLOT###"
-`, v)
+  healthy: "%s"
+`, v, map[bool]string{true: "no", false: "yes"}[v == "3"])
 	}
 	for name, content := range files {
 		p := filepath.Join(r.o.Work, name)
