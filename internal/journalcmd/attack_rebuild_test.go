@@ -66,3 +66,34 @@ func TestAttackRebuildWithoutTransactionDestroysActiveSlot(t *testing.T) {
 		_ = os.Remove(calls)
 	}
 }
+
+// Break (attack, change 1): with a recreate of slot a open and only BEGUN
+// (nothing verified, nothing torn down), `kubectl bundle-journal rebuild
+// b DIGEST` (a wrong slot, by hand) and `rebuild a DIGEST` (before
+// TEARDOWN) both run their commands: slot b, which the transaction does
+// not touch, and slot a, still serving, are destroyed with --force --yes.
+// observed: exit 0, destroy b / destroy a ran.
+// expected: rebuild runs only as the BUILDING / BUILDING_FALLBACK step of
+// the open recreate, for its slot (t.Slots.Active) and the digest that
+// step builds (target or fallback); anything else is refused (exit 4)
+// before any command runs.
+func TestAttackRebuildOutsideItsStepDestroysSlots(t *testing.T) {
+	dir, d := newStateDir(t)
+	stageDemo(t, dir)
+	activeSlot(t, d, "a", demoDigest)
+	if code, _, stderr := run(t, dir, "begin", "--strategy", "recreate", "--package", demoDigest, "--active", "a", "-q"); code != 0 {
+		t.Fatalf("begin: exit %d: %s", code, stderr)
+	}
+	calls := fakePlugins(t)
+	for _, args := range [][]string{
+		{"rebuild", "b", demoDigest},
+		{"rebuild", "a", demoDigest},
+	} {
+		code, stdout, stderr := run(t, dir, args...)
+		if c := readCalls(t, calls); code == 0 || strings.Contains(c, "destroy") {
+			t.Errorf("journal %s with a recreate of slot a open in %s: exit %d, ran:\n%s\nstdout: %s\nstderr: %s\nwant a refusal before any command",
+				strings.Join(args, " "), openTxn(t, d).Phase, code, c, stdout, stderr)
+		}
+		_ = os.Remove(calls)
+	}
+}
