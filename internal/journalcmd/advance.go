@@ -536,6 +536,42 @@ func (x *run) target(c advice.Cmd) (string, []string) {
 	return "!" + c.Argv[0], c.Argv[1:]
 }
 
+// rebuildStep refuses a rebuild that is not the step it stands for:
+// destroying a slot with --force and building it again is recreate's
+// BUILDING step of its slot with its package, or BUILDING_FALLBACK's with
+// the previous one, while journal run runs that step, and nothing else
+// (by hand, it would destroy a slot that serves, or one no update
+// touches).
+func rebuildStep(streams kcli.IOStreams, cmd *cli.Command) error {
+	s, err := openSession(streams, cmd, false)
+	if err != nil {
+		return err
+	}
+	t, err := site.Read(s.dir).Txn()
+	s.close()
+	if err != nil {
+		return err
+	}
+	name, digest := cmd.Args().Get(0), strings.TrimPrefix(cmd.Args().Get(1), "sha256:")
+	step := "recreate's BUILDING or BUILDING_FALLBACK step, which kubectl bundle-journal run runs for scripts/recreate.sh"
+	switch {
+	case t == nil:
+		return kcli.Conflict(fmt.Errorf("rebuild is %s; no transaction is open: nothing was changed", step))
+	case t.Strategy != journal.Recreate || t.Status != journal.StatusStarted || (t.Phase != journal.Building && t.Phase != journal.BuildingFallback):
+		return kcli.Conflict(fmt.Errorf("rebuild is %s; transaction %s (%s) is in %s (%s): nothing was changed; %s says what runs next", step, t.ID, t.Strategy, t.Phase, t.Status, s.dir.Plugin("journal", "status")))
+	case name != t.Slots.Active:
+		return kcli.Conflict(fmt.Errorf("transaction %s rebuilds slot %s, not slot %s: nothing was changed", t.ID, t.Slots.Active, name))
+	}
+	want := t.Target
+	if t.Phase == journal.BuildingFallback {
+		want = t.Fallback
+	}
+	if digest != strings.TrimPrefix(want, "sha256:") {
+		return kcli.Conflict(fmt.Errorf("transaction %s's %s builds slot %s with %s, not %s: nothing was changed", t.ID, t.Phase, name, want, cmd.Args().Get(1)))
+	}
+	return nil
+}
+
 // build is recreate's BUILDING (and BUILDING_FALLBACK) step: one journal
 // step that runs the plan's commands of it (plan.Commands.Rebuild).
 func (x *run) build(slot, digest string) advice.Cmd {
@@ -552,6 +588,9 @@ func rebuildCommand(streams kcli.IOStreams) *cli.Command {
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 2 {
 				return kcli.Usage("want SLOT DIGEST")
+			}
+			if err := rebuildStep(streams, cmd); err != nil {
+				return err
 			}
 			var verify []string
 			if k := cmd.String("key"); k != "" {

@@ -48,7 +48,7 @@ func readCalls(t *testing.T, calls string) string {
 // runs: rebuild is a recreate's BUILDING/BUILDING_FALLBACK step, and runs
 // only as that step of an open recreate transaction, for its slot and the
 // digest the step builds; the active slot is not touched.
-func TestAttackRebuildWithoutTransactionDestroysActiveSlot(t *testing.T) {
+func TestRebuildRefusedWithoutATransaction(t *testing.T) {
 	dir, d := newStateDir(t)
 	stageDemo(t, dir)
 	activeSlot(t, d, "a", demoDigest)
@@ -77,7 +77,7 @@ func TestAttackRebuildWithoutTransactionDestroysActiveSlot(t *testing.T) {
 // the open recreate, for its slot (t.Slots.Active) and the digest that
 // step builds (target or fallback); anything else is refused (exit 4)
 // before any command runs.
-func TestAttackRebuildOutsideItsStepDestroysSlots(t *testing.T) {
+func TestRebuildRefusedOutsideItsStep(t *testing.T) {
 	dir, d := newStateDir(t)
 	stageDemo(t, dir)
 	activeSlot(t, d, "a", demoDigest)
