@@ -421,7 +421,15 @@ func phaseList(ps []Phase) string {
 
 // Abort records ABORTED where the strategy says aborting is safe, and
 // returns the cleanup the operator must still run.
-func (j *Journal) Abort() (*Transaction, []advice.Fix, error) {
+func (j *Journal) Abort() (*Transaction, []advice.Fix, error) { return j.abort(true) }
+
+// AbortAbandoned closes, in any phase, an update in place whose slot no
+// longer serves (site.MovedOff: a forced switch made another slot active):
+// nothing it would still do can reach the slot that serves, so its abort
+// loses nothing there; the slot it changed keeps what it left.
+func (j *Journal) AbortAbandoned() (*Transaction, []advice.Fix, error) { return j.abort(false) }
+
+func (j *Journal) abort(check bool) (*Transaction, []advice.Fix, error) {
 	t, err := j.open()
 	if err != nil {
 		return nil, nil, err
@@ -432,7 +440,7 @@ func (j *Journal) Abort() (*Transaction, []advice.Fix, error) {
 	// With no previous package recorded there is nothing to restore or
 	// rebuild: past its changing step, such an update can only be closed
 	// (Abortable).
-	if ok, why := Abortable(t); !ok {
+	if ok, why := Abortable(t); !ok && (check || t.Strategy == BlueGreen || IsFinal(t.Phase)) {
 		return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot abort transaction %s in %s: %s; next: %s", t.ID, t.Phase, why, j.nextLine(t))}
 	}
 	cleanup := Cleanup(j.dir, t)

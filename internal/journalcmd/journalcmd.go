@@ -732,7 +732,11 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err := s.Check(); err != nil {
 		return err
 	}
-	t, cleanup, err := s.j.Abort()
+	abort := s.j.Abort
+	if site.Read(s.dir).MovedOff() != nil {
+		abort = s.j.AbortAbandoned
+	}
+	t, cleanup, err := abort()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 )
 
 // Where a strategy run resumes a blue-green transaction: the sets of
@@ -67,8 +68,25 @@ func (s *Site) MovedOff() *journal.NextStep {
 			moved, t.Slots.Active, advice.Plugin("journal", "end"), s.pointer, t.Slots.Active)
 		return &n
 	}
-	n.Do(back)
-	n.Why = fmt.Sprintf("%s. Slot %s may be half-updated (%s), so the update cannot be aborted: this puts slot %s back as the active slot, as it was when the update began; then run the update again, which finishes it or restores the previous package",
-		moved, t.Slots.Active, t.Phase, t.Slots.Active)
+	abort := advice.Plugin("journal", "abort")
+	if r, err := s.Slot(t.Slots.Active); err != nil || !r.Ready() {
+		// Torn down, half built or gone: it cannot be made active again.
+		n.Do(abort)
+		n.Why = fmt.Sprintf("%s. Slot %s cannot serve now (%s), so it cannot be switched back to: abort closes the update (then %s) and slot %s goes on serving; slot %s keeps what the update left, to be destroyed or built again by hand",
+			moved, t.Slots.Active, slotCondition(r, err), advice.Plugin("journal", "end"), s.pointer, t.Slots.Active)
+		return &n
+	}
+	n.Do(back, abort)
+	n.Why = fmt.Sprintf("%s. Slot %s may be half-updated (%s): this puts it back as the active slot, as it was when the update began; then run the update again, which finishes it or restores the previous package. Or abort the update (then %s): slot %s goes on serving and slot %s keeps what the update left",
+		moved, t.Slots.Active, t.Phase, advice.Plugin("journal", "end"), s.pointer, t.Slots.Active)
 	return &n
+}
+
+// slotCondition says why a slot cannot serve: its record's state, or that
+// it has none.
+func slotCondition(r *record.Slot, err error) string {
+	if err != nil || r == nil {
+		return "it has no readable record"
+	}
+	return "its record says " + r.State
 }

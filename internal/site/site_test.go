@@ -298,6 +298,7 @@ func TestMovedOff(t *testing.T) {
 		{"in-place begun, pointer moved to b", fixture{pointer: "b", txn: "in-place BEGUN", slots: "ab"}, "kubectl bundle-journal abort"},
 		{"in-place verified, pointer moved to b", fixture{pointer: "b", txn: "in-place VERIFIED", slots: "ab"}, "kubectl bundle-journal abort"},
 		{"in-place deploying, pointer moved to b", fixture{pointer: "b", txn: "in-place DEPLOYING", slots: "ab"}, "kubectl bundle-switch to a --force"},
+		{"in-place deploying, pointer moved to b, slot a gone", fixture{pointer: "b", txn: "in-place DEPLOYING", slots: "b"}, "kubectl bundle-journal abort"},
 		{"in-place deploying, pointer on a", fixture{pointer: "a", txn: "in-place DEPLOYING", slots: "ab"}, ""},
 		{"in-place, pointer names a slot with no record", fixture{pointer: "b", txn: "in-place DEPLOYING", slots: "a"}, ""},
 		{"in-place, pointer damaged", fixture{pointer: "!", txn: "in-place DEPLOYING", slots: "ab"}, ""},
