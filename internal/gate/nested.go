@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 )
 
 // workload evaluates a workload check: its own row, then one row per
@@ -107,23 +109,13 @@ func (e *evaluator) workloadCluster(name string, kubeconfig []byte, server strin
 	return c, nil
 }
 
-// dockerPort asks Docker which host port it published for port 6443 of
-// container, as `docker port` prints it (0.0.0.0:55001, [::]:55001).
+// dockerPort is the host port Docker published for port 6443 of
+// container (runner.PublishedPort).
 func (e *evaluator) dockerPort(ctx context.Context, container string) (string, error) {
 	if e.run == nil {
 		return "", fmt.Errorf("useDockerPort needs docker, and this gate runs without a command runner")
 	}
-	out, err := e.run.Run(ctx, "docker", "port", container, "6443/tcp")
-	if err != nil {
-		return "", fmt.Errorf("finding the host port of %s: %w", container, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if i := strings.LastIndexByte(line, ':'); i >= 0 && i < len(line)-1 {
-			return line[i+1:], nil
-		}
-	}
-	return "", fmt.Errorf("docker published no host port for %s 6443/tcp (output %q)", container, out)
+	return runner.PublishedPort(ctx, e.run, container, "6443/tcp")
 }
 
 // deployedPackage is the part of Zarf's deployed-package secret the gate

@@ -121,6 +121,7 @@ func Command(streams kcli.IOStreams, deps Deps) *cli.Command {
 			{Name: "list", Description: "Examples:\n  kubectl bundle-slot list\n  kubectl bundle-slot list -o json\n  kubectl bundle-slot list -o jsonpath='{[*].name}'", Usage: "every slot: provider, state, context, package, last gate, active", ArgsUsage: " ",
 				Action: slotArg(list, false)},
 			{Name: "describe", Description: "Examples:\n  kubectl bundle-slot describe a\n  kubectl bundle-slot describe a -o yaml", Usage: "one slot in full", ArgsUsage: "SLOT", Action: slotArg(describe, false)},
+			workloadCommand(slotArg(workloadKubeconfig, false)),
 			otherCommand(slotArg(other, false)),
 		},
 	})

@@ -170,6 +170,7 @@ func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate 
 	m := &slot.Manager{Dir: dir, Config: cfg, Run: runner.From(ctx)}
 	s.sw.Workloads = m.RunningWorkloads
 	s.sw.CheckCluster = m.CheckCluster
+	s.sw.WorkloadAccess = func(ctx context.Context, name string) ([]*slot.Workload, error) { return m.Workloads(ctx, name, "") }
 	if !common.Quiet {
 		m.Log = streams.ErrOut
 	}

@@ -202,3 +202,62 @@ func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others
 	}
 	return nil
 }
+
+// moveWorkloadContexts points each workload alias context the kubeconfig
+// holds (kind-airgap-wl, written once by kubectl bundle-slot
+// workload-kubeconfig --merge) at the workload cluster of that name that
+// slot target runs (airgap-wl-b). The management cluster's alias decides
+// which slot serves; a workload context that cannot be moved (the slot's
+// cluster is not up, its secret is missing) is said, with the command that
+// moves it, and does not stop the switch.
+func (s *Switcher) moveWorkloadContexts(ctx context.Context, target string) {
+	if s.WorkloadAccess == nil {
+		return
+	}
+	merged, err := mergedConfig(s.Kubeconfig)
+	if err != nil {
+		return
+	}
+	var aliases []string
+	for name := range merged.Contexts {
+		if name != s.AliasContext && isWorkloadAlias(merged, name) {
+			aliases = append(aliases, name)
+		}
+	}
+	if len(aliases) == 0 {
+		return // none written: nothing to move, and no cluster is asked
+	}
+	slices.Sort(aliases)
+	ws, err := s.WorkloadAccess(ctx, target)
+	if err != nil {
+		for _, name := range aliases {
+			s.logf("NOTE: context %s still names a workload cluster of another slot: %v; once slot %s's workload clusters are up: %s", name, err, target,
+				s.Dir.Plugin("slot", "workload-kubeconfig", "--slot", target, "--merge"))
+		}
+		return
+	}
+	var move []*slot.Workload
+	for _, w := range ws {
+		if _, ok := merged.Contexts[w.AliasContext]; ok {
+			move = append(move, w)
+		}
+	}
+	if len(move) == 0 {
+		return
+	}
+	if err := slot.MergeWorkloads(aliasFile(s.Kubeconfig, move[0].AliasContext), move); err != nil {
+		s.logf("NOTE: the workload contexts were not moved to slot %s: %v; run: %s", target, err, s.Dir.Plugin("slot", "workload-kubeconfig", "--slot", target, "--merge"))
+		return
+	}
+	for _, w := range move {
+		s.logf("context %s -> %s", w.AliasContext, w.Context)
+	}
+}
+
+// isWorkloadAlias says whether context name of cfg is a workload alias
+// the switch moves: its cluster entry is another context's of the same
+// name pattern, kind-<cluster> (written by MergeWorkloads).
+func isWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
+	c := cfg.Contexts[name]
+	return c != nil && c.Cluster != name && strings.HasPrefix(c.Cluster, name+"-")
+}

@@ -59,8 +59,13 @@ type Switcher struct {
 	// Workloads lists the workload clusters a slot runs (for the S1
 	// accept, which records them as the previous slot's).
 	Workloads func(ctx context.Context, slot string) ([]string, error)
-	Now       func() time.Time
-	Log       io.Writer
+	// WorkloadAccess reads how to reach each workload cluster of a slot
+	// (slot.Manager.Workloads): the switch moves each workload alias
+	// context (kind-airgap-wl) the kubeconfig holds to the slot switched
+	// to. Nil: the workload contexts are not moved.
+	WorkloadAccess func(ctx context.Context, slot string) ([]*slot.Workload, error)
+	Now            func() time.Time
+	Log            io.Writer
 
 	pivoted *pivot.Result
 }
@@ -180,6 +185,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 		return nil, fmt.Errorf("pointing context %s at slot %s: %w", s.AliasContext, target, err)
 	}
 	s.logf("context %s -> %s", s.AliasContext, rec.Context)
+	s.moveWorkloadContexts(ctx, target)
 	if rec.Registry != "" {
 		var others []string
 		names, _ := slot.List(s.Dir)
