@@ -27,11 +27,11 @@ func TestDemoOnRealParts(t *testing.T) {
 		t.Skip("zarf or the API server binaries are not built (make testbin)")
 	}
 	var out bytes.Buffer
-	shown := map[string]string{}
+	shown := map[string]demo.ShownRun{}
 	work := t.TempDir()
 	// The real zarf first on PATH: the registered fake zarf must not answer.
 	err := demo.Run(context.Background(), demo.Options{Root: repo(), Work: work, Out: &out, Path: []string{filepath.Dir(zarf)}, AllStrategies: true,
-		Shown: func(name, out string) { shown[name] = out }})
+		Shown: func(name string, run demo.ShownRun) { shown[name] = run }})
 	log := out.String()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/demo"
 )
 
 // runsDoc is the page that shows what each strategy's runs print, as the
@@ -74,7 +77,7 @@ func shownScrubber(t *testing.T, work, root string, pkgs map[string]string) func
 // checkShown compares each run the demo showed, scrubbed, with its block
 // in runsDoc; UPDATE=1 writes the blocks from the runs instead. Every
 // block must have been shown and every shown run must have a block.
-func checkShown(t *testing.T, shown map[string]string, scrub func(string) string) {
+func checkShown(t *testing.T, shown map[string]demo.ShownRun, scrub func(string) string) {
 	t.Helper()
 	path := filepath.Join(repo(), runsDoc)
 	b, err := os.ReadFile(path)
@@ -93,14 +96,12 @@ func checkShown(t *testing.T, shown map[string]string, scrub func(string) string
 			failed = append(failed, fmt.Sprintf("%s names run %q, which the demo no longer shows", runsDoc, name))
 			return m
 		}
-		got = scrub(got)
-		if !strings.HasSuffix(got, "\n") {
-			got += "\n"
+		merged := withNewline(scrub(got.Merged))
+		if merged != have && !sameRun(have, merged, scrub(got.Stdout), scrub(got.Stderr)) {
+			failed = append(failed, fmt.Sprintf("run %q differs from its block in %s (UPDATE=1 rewrites it):\n--- %s\n%s--- the demo's run\n%s", name, runsDoc, runsDoc, have, merged))
+			return "<!-- run:" + name + " -->\n```text\n" + merged + "```\n<!-- /run -->"
 		}
-		if got != have {
-			failed = append(failed, fmt.Sprintf("run %q differs from its block in %s (UPDATE=1 rewrites it):\n--- %s\n%s--- the demo's run\n%s", name, runsDoc, runsDoc, have, got))
-		}
-		return "<!-- run:" + name + " -->\n```text\n" + got + "```\n<!-- /run -->"
+		return m
 	})
 	for name := range shown {
 		if !seen[name] {
@@ -118,4 +119,39 @@ func checkShown(t *testing.T, shown map[string]string, scrub func(string) string
 	for _, f := range failed {
 		t.Error(f)
 	}
+}
+
+func withNewline(s string) string {
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s
+}
+
+// sameRun says whether block shows the run whose streams were stdout and
+// stderr (merged as they came this time): the same lines, and each
+// stream's lines in its own order. Only how the two streams interleave may
+// differ from the block: it changes from one run to the next.
+func sameRun(block, merged, stdout, stderr string) bool {
+	lines := func(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+	a, b := lines(block), lines(merged)
+	if len(a) != len(b) {
+		return false
+	}
+	sa, sb := slices.Clone(a), slices.Clone(b)
+	slices.Sort(sa)
+	slices.Sort(sb)
+	if !slices.Equal(sa, sb) {
+		return false
+	}
+	inOrder := func(stream string) bool {
+		i := 0
+		for _, l := range a {
+			if want := lines(stream); i < len(want) && l == want[i] {
+				i++
+			}
+		}
+		return stream == "" || i == len(lines(stream))
+	}
+	return inOrder(stdout) && inOrder(stderr)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"k8s.io/client-go/rest"
 
@@ -42,7 +43,43 @@ type Options struct {
 	AllStrategies bool
 	// Shown receives, by name, the output of each run docs/runs.md shows,
 	// as the operator saw it (the "$ command" line first); nil keeps none.
-	Shown func(name, out string)
+	Shown func(name string, run ShownRun)
+}
+
+// ShownRun is one run docs/runs.md shows: Merged is its output as the
+// operator saw it (the "$ command" line, then both streams, line by line,
+// as they came), Stdout and Stderr each stream alone, in its own order
+// (how the two interleave can differ from one run to the next).
+type ShownRun struct{ Merged, Stdout, Stderr string }
+
+// lineTee passes what it is given on, keeps it, and adds each whole line
+// to a merged buffer shared with the other stream's lineTee.
+type lineTee struct {
+	mu      *sync.Mutex
+	merged  *bytes.Buffer
+	own     bytes.Buffer
+	pass    io.Writer
+	pending []byte
+}
+
+func (w *lineTee) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.pass.Write(p)
+	w.own.Write(p)
+	w.pending = append(w.pending, p...)
+	if i := bytes.LastIndexByte(w.pending, '\n'); i >= 0 {
+		w.merged.Write(w.pending[:i+1])
+		w.pending = append([]byte(nil), w.pending[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (w *lineTee) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.merged.Write(w.pending)
+	w.pending = nil
 }
 
 type run struct {
@@ -66,19 +103,28 @@ func (r *run) sh(ctx context.Context, name string, args ...string) error {
 // show runs one command as sh does, ending with exit code want, and hands
 // its output to Options.Shown as the run docs/runs.md shows under title.
 func (r *run) show(ctx context.Context, title string, want int, name string, args ...string) error {
-	var b bytes.Buffer
-	out := r.o.Out
-	r.o.Out = io.MultiWriter(out, &b)
-	err := r.shExit(ctx, want, name, args...)
-	r.o.Out = out
+	var mu sync.Mutex
+	var merged bytes.Buffer
+	fmt.Fprintf(&merged, "$ %s %s\n", name, strings.Join(args, " "))
+	so := &lineTee{mu: &mu, merged: &merged, pass: r.o.Out}
+	se := &lineTee{mu: &mu, merged: &merged, pass: r.o.Out}
+	err := r.run(ctx, want, so, se, name, args...)
+	so.flush()
+	se.flush()
 	if r.o.Shown != nil {
-		r.o.Shown(title, b.String())
+		r.o.Shown(title, ShownRun{Merged: merged.String(), Stdout: so.own.String(), Stderr: se.own.String()})
 	}
 	return err
 }
 
 // shExit runs one command as sh does; it must end with exit code want.
 func (r *run) shExit(ctx context.Context, want int, name string, args ...string) error {
+	return r.run(ctx, want, r.o.Out, r.o.Out, name, args...)
+}
+
+// run prints the command line, then runs it with its streams on stdout and
+// stderr; it must end with exit code want.
+func (r *run) run(ctx context.Context, want int, stdout, stderr io.Writer, name string, args ...string) error {
 	fmt.Fprintf(r.o.Out, "$ %s %s\n", name, strings.Join(args, " "))
 	// Resolved here: the child's PATH does not decide which program starts.
 	for _, dir := range r.o.Path {
@@ -87,7 +133,7 @@ func (r *run) shExit(ctx context.Context, want int, name string, args ...string)
 			break
 		}
 	}
-	code, err := runner.Exec{Env: r.env, Dir: r.o.Work}.RunAttached(ctx, nil, r.o.Out, r.o.Out, name, args...)
+	code, err := runner.Exec{Env: r.env, Dir: r.o.Work}.RunAttached(ctx, nil, stdout, stderr, name, args...)
 	if err != nil {
 		return err
 	}
