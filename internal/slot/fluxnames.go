@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,4 +65,13 @@ func (m *Manager) writeFluxSettings(ctx context.Context, rec *Record, settings [
 		}
 	}
 	return nil
+}
+
+// FluxLine is settings on one line: NAMESPACE/VARIABLE=VALUE, ...
+func FluxLine(settings []record.FluxSetting) string {
+	var parts []string
+	for _, f := range settings {
+		parts = append(parts, f.Namespace+"/"+f.Variable+"="+f.Value)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,6 +126,10 @@ func (m *Manager) inputs(p Provider, n *Names) string {
 // slot already built with the same inputs: a no-op.
 var ErrAlreadyCreated = errors.New("already created")
 
+// ErrFluxNamesWritten is ErrAlreadyCreated where create wrote the
+// package's Flux names into the slot, which it was created without.
+var ErrFluxNamesWritten = fmt.Errorf("%w; the package's Flux names written", ErrAlreadyCreated)
+
 // ConflictError is a slot that exists with other settings, or the active
 // slot asked to be destroyed.
 type ConflictError struct{ Msg string }
@@ -172,6 +177,20 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 	}
 	if old != nil {
 		switch {
+		case old.State == StateReady && old.Inputs == in && len(o.Flux) > 0 && !slices.Equal(old.Flux, o.Flux):
+			// Created before without this package (by hand, or with
+			// another): its Flux names are written now, before the deploy
+			// that needs them, or a deploy would take the default, the
+			// other slot's name.
+			if err := m.step(old, "create", "flux-names", func() error { return m.writeFluxSettings(ctx, old, o.Flux) }); err != nil {
+				return old, err
+			}
+			old.Flux = o.Flux
+			if err := Save(m.Dir, old); err != nil {
+				return nil, err
+			}
+			m.logf("slot %s: already created; the package's Flux names written: %s", slotName, FluxLine(o.Flux))
+			return old, ErrFluxNamesWritten
 		case old.State == StateReady && old.Inputs == in:
 			if m.Step != "" {
 				// The step's proof that this slot is the one it built.

@@ -399,6 +399,10 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 	if s.common.Quiet {
 		return nil
 	}
+	if errors.Is(err, slot.ErrFluxNamesWritten) {
+		_, err = fmt.Fprintf(s.streams.Out, "slot %s already created; the package's Flux names written into it: %s\n", name, slot.FluxLine(rec.Flux))
+		return err
+	}
 	if already {
 		_, err = fmt.Fprintf(s.streams.Out, "slot %s already created with these settings: nothing to do\n", name)
 		return err
