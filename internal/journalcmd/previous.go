@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/urfave/cli/v3"
 
@@ -12,7 +13,9 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // previousView is `journal previous -o json`.
@@ -125,15 +128,36 @@ func previousCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 	v.Staged = p.Path
 	// The apply verifies with what the package was staged with: the
 	// printed line runs as printed, without $ZARF_VERIFY_KEY.
-	material := p.Record.Material()
 	if p.Record.IsUnsigned() {
-		material = nil // the scripts take no unsigned package
+		// The scripts take only a verified package: a line without its
+		// material would exit 2 as printed.
+		return errkind.New(errkind.Environment, "the package slot %s's package replaced, %s, was staged without a signature (--insecure-skip-signature), and the strategy scripts take only signed packages: stage its signed archive with %s (with the site's key or keyless signer), then run this again",
+			a, v.Digest, s.dir.Plugin("verify", "--stage", "PACKAGE"))
 	}
-	v.Apply = advice.Program(journal.ScriptPath(journal.BlueGreen), append([]string{"apply", p.Path}, material...)...)
+	v.Apply = backCommand(s.dir, journal.Strategy(v.Strategy), p.Path, p.Record.Material())
 	if s.common.Output == kcli.OutputJSON {
 		return kcli.WriteJSON(streams.Out, v)
 	}
 	_, err = io.WriteString(streams.Out, fmt.Sprintf("slot %s serves %s, installed by transaction %s (%s, %s)\nthe package it replaced: %s\nstaged: %s\nto update back to it: %s\n",
 		a, v.Current, v.InstalledBy, v.Strategy, v.Phase, v.Digest, v.Staged, v.Apply))
 	return err
+}
+
+// backCommand is the strategy run that updates back to the staged copy
+// path: blue/green where the site has two slots, else the strategy that
+// installed the current package (in place or recreate), in place when
+// that was blue/green on a site now of one slot.
+func backCommand(d *state.Dir, installedBy journal.Strategy, path string, material []string) advice.Cmd {
+	st := journal.BlueGreen
+	if cfg, err := slot.LoadConfig(d.Join("config.yaml"), os.Getenv, nil); err == nil && len(cfg.Slots) < 2 {
+		st = installedBy
+		if st == journal.BlueGreen || st == "" {
+			st = journal.InPlace
+		}
+	}
+	args := append([]string{path}, material...)
+	if st == journal.BlueGreen {
+		args = append([]string{"apply"}, args...)
+	}
+	return advice.Program(journal.ScriptPath(st), args...)
 }
