@@ -52,6 +52,8 @@ type AdoptResult struct {
 	ManifestDigest string `json:"manifestDigest"`
 	// Secret is that record (namespace/name).
 	Secret string `json:"secret"`
+	// Config is what adopt read from the site for config.yaml.
+	Config *SiteRead `json:"config,omitempty"`
 }
 
 // NamesOf returns the names slot slotName has: an adopted slot's are its
