@@ -145,8 +145,13 @@ func (m *Manager) ReadSite(ctx context.Context, o AdoptOptions, so SiteOptions) 
 			continue
 		}
 		if doc.has(s.Key) && !(s.Key == "archives" && so.ArchivesFrom == "--archives") {
+			if have, ok := doc.scalar(s.Key); ok && have == s.Value {
+				s.Status, s.Note = SettingUnchanged, "config.yaml has it"
+				continue
+			}
+			have, _ := doc.scalar(s.Key)
 			s.Status = SettingKept
-			s.Note = strings.TrimSpace("config.yaml sets it already and is kept; " + s.Note)
+			s.Note = fmt.Sprintf("config.yaml says %q, which is kept: the site's is the value shown", have)
 			continue
 		}
 		if err := doc.set(s.Key, s.Value); err != nil {

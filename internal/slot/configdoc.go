@@ -53,6 +53,17 @@ func (d *configDoc) has(key string) bool {
 	return false
 }
 
+// scalar returns key's value when it is a scalar.
+func (d *configDoc) scalar(key string) (string, bool) {
+	m := d.mapping()
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
+			return m.Content[i+1].Value, true
+		}
+	}
+	return "", false
+}
+
 // set sets key to v, replacing its value where the file has the key.
 func (d *configDoc) set(key string, v any) error {
 	var val yaml.Node

@@ -109,15 +109,12 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 		return err
 	}
 	o.Package, o.Digest, o.Name, o.Version = rep.Staged.Path, rep.SHA256, rep.Package.Name, rep.Package.Version
-	site, err := s.m.ReadSite(ctx, o, siteOptions(cmd, cfg))
-	if err != nil {
-		return err
-	}
+	so := siteOptions(cmd, cfg)
+	o.Site = &so
 	res, err := s.m.Adopt(ctx, name, o)
 	if err != nil {
 		return err
 	}
-	res.Config = site
 	state.CrashPoint("adopt:before-register")
 	sw := &switchover.Switcher{Dir: s.dir, Run: runner.From(ctx), Journal: s.Journal, AliasContext: cfg.AliasContext,
 		RegistryAlias: cfg.RegistryAlias, Network: cfg.Network, Kubeconfig: s.m.Kubeconfig, Now: time.Now, Log: s.m.Log}
@@ -134,7 +131,7 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 	fmt.Fprintf(s.streams.Out, "slot %s adopted and active: %s, workload clusters %s\n", name, slot.Summary(r), strings.Join(r.Workloads, ", "))
 	fmt.Fprintf(s.streams.Out, "package: %s, zarf digest %s (as recorded in %s)\n", packageString(r.Package), res.ManifestDigest, res.Secret)
 	fmt.Fprintf(s.streams.Out, "context %s -> %s (the slot's own copy of %s's credentials)\n", cfg.AliasContext, r.Context, o.Context)
-	printSite(s.streams.Out, site)
+	printSite(s.streams.Out, res.Config)
 	fmt.Fprintf(s.streams.Out, "next: record its gate: %s\n", s.dir.Plugin("gate", "--slot", name, "--record"))
 	return nil
 }
@@ -157,6 +154,9 @@ func siteOptions(cmd *cli.Command, cfg *slot.Config) slot.SiteOptions {
 
 // printSite prints what adopt read from the site and wrote into config.yaml.
 func printSite(w io.Writer, site *slot.SiteRead) {
+	if site == nil {
+		return
+	}
 	fmt.Fprintf(w, "config.yaml (%s), read from the site:\n", site.File)
 	for _, st := range site.Settings {
 		val := ""
