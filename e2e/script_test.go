@@ -432,6 +432,7 @@ func TestScripts(t *testing.T) {
 			"docblock":  cmdDocblock,
 			"waitfor":   cmdWaitfor,
 			"killrun":   cmdKillrun,
+			"registry":  cmdRegistry,
 		},
 	})
 }

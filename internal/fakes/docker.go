@@ -39,6 +39,9 @@ const (
 	formatStats    = "{{.Name}}\t{{.MemUsage}}"
 	formatNetworks = "{{json .NetworkSettings.Networks}}"
 	formatID       = "{{.Id}}"
+	// formatImage is the image a container runs: the reference it was
+	// started with, and the ID of the image that reference named then.
+	formatImage = "{{.Config.Image}}\t{{.Image}}"
 )
 
 // usageExit is the status of a call a fake cannot parse or does not
@@ -51,7 +54,7 @@ var dockerCommands = map[string]dockerCmd{
 	"info":          {flags: map[string]bool{"--format": true}, formats: []string{formatJSON}, interspersed: true, run: dockerInfo},
 	"ps":            {flags: map[string]bool{"-a": false, "--format": true}, formats: []string{"", formatPS}, interspersed: true, run: dockerPS},
 	"stats":         {flags: map[string]bool{"--no-stream": false, "--format": true}, formats: []string{formatStats}, interspersed: true, run: dockerStats},
-	"inspect":       {flags: map[string]bool{"--format": true}, formats: []string{formatNetworks}, interspersed: true, run: dockerInspect},
+	"inspect":       {flags: map[string]bool{"--format": true}, formats: []string{formatNetworks, formatImage}, interspersed: true, run: dockerInspect},
 	"image inspect": {flags: map[string]bool{"--format": true}, formats: []string{formatID}, interspersed: true, run: dockerImageInspect},
 	"run": {flags: map[string]bool{"-d": false, "--name": true, "--network": true, "--network-alias": true, "-p": true, "--label": true, "--restart": true},
 		formats: []string{""}, run: dockerRun},
@@ -241,6 +244,17 @@ func dockerInspect(_ env, s *State, c *dockerCall, out io.Writer) error {
 	ct, ok := s.Containers[name]
 	if !ok {
 		return fmt.Errorf("Error: No such object: %s", name)
+	}
+	if c.format == formatImage {
+		// The ID is the one docker image inspect reports for the
+		// reference's name (a pin after @ is not part of it).
+		ref, _, _ := strings.Cut(ct.Image, "@")
+		id := FakeImageID(ref)
+		if ct.Image == "" {
+			id = ""
+		}
+		fmt.Fprintf(out, "%s\t%s\n", ct.Image, id)
+		return nil
 	}
 	nets := map[string]any{}
 	if ct.Network != "" {

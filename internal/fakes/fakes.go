@@ -238,6 +238,12 @@ func (m *Machine) State() (*State, error) {
 // Calls is every call so far, one line each, in order.
 func (m *Machine) Calls() []string { return m.lines("calls") }
 
+// Edit changes the fake daemon's state (a test's site that docker run
+// cannot make, e.g. a container that names no image).
+func (m *Machine) Edit(fn func(s *State)) error {
+	return withState(m.Dir, func(s *State) error { fn(s); return nil })
+}
+
 // Rejected is every call a fake rejected.
 func (m *Machine) Rejected() []string { return m.lines("rejected") }
 

@@ -94,6 +94,11 @@ func TestDockerImitates(t *testing.T) {
 	if got := run("image", "inspect", "--format", formatID, "registry:2"); got != FakeImageID("registry:2")+"\n" || !strings.HasPrefix(got, "sha256:") {
 		t.Errorf("image inspect: %q", got)
 	}
+	// The image a container runs: its reference and the ID docker image
+	// inspect gives for it.
+	if got := run("inspect", "--format", formatImage, "reg"); got != "registry:2\t"+FakeImageID("registry:2")+"\n" {
+		t.Errorf("inspect image: %q", got)
+	}
 	run("network", "disconnect", "kind", "reg")
 	run("network", "connect", "--alias", "registry", "kind", "reg")
 	if got := run("inspect", "--format", formatNetworks, "reg"); got != `{"kind":{"Aliases":["reg","registry"]}}`+"\n" {

@@ -162,6 +162,17 @@ func TestTemplatesAgainstRealDocker(t *testing.T) {
 		real("network", "connect", network, name)
 		fake("network", "connect", network, name)
 	})
+	check("inspect", formatImage, func() {
+		r, f := real("inspect", "--format", formatImage, name), fake("inspect", "--format", formatImage, name)
+		id := strings.TrimSpace(real("image", "inspect", "--format", formatID, image))
+		if want := image + "\t" + id + "\n"; r != want {
+			t.Errorf("docker inspect: engine %q, want %q (the reference, then the image ID)", r, want)
+		}
+		shape := regexp.MustCompile(`^` + regexp.QuoteMeta(image) + `\tsha256:[0-9a-f]{64}\n$`)
+		if !shape.MatchString(f) {
+			t.Errorf("docker inspect: fake %q, want REFERENCE<TAB>sha256:<64 hex>", f)
+		}
+	})
 	check("image inspect", formatID, func() {
 		id := regexp.MustCompile(`^sha256:[0-9a-f]{64}\n$`)
 		r, f := real("image", "inspect", "--format", formatID, image), fake("image", "inspect", "--format", formatID, image)

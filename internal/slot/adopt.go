@@ -35,6 +35,10 @@ type AdoptOptions struct {
 	// Package is the verified, staged archive; Digest its sha256, Name and
 	// Version from its zarf.yaml.
 	Package, Digest, Name, Version string
+	// Site, when set, has adopt read the settings a slot built beside the
+	// site needs into config.yaml (ReadSite) once the site is found to be
+	// the one named and to run the package, before the slot is recorded.
+	Site *SiteOptions
 }
 
 // AdoptDefaults are the site's names as offline-run.sh sets them: the
@@ -52,6 +56,8 @@ type AdoptResult struct {
 	ManifestDigest string `json:"manifestDigest"`
 	// Secret is that record (namespace/name).
 	Secret string `json:"secret"`
+	// Config is what adopt read from the site for config.yaml.
+	Config *SiteRead `json:"config,omitempty"`
 }
 
 // NamesOf returns the names slot slotName has: an adopted slot's are its
@@ -173,6 +179,12 @@ func (m *Manager) Adopt(ctx context.Context, slotName string, o AdoptOptions) (*
 		return nil, errkind.New(errkind.Negative, "the site runs another package: zarf recorded %s for %s in %s, and %s is %s: adopt the archive the site was deployed from",
 			recorded, o.Name, secret, o.Package, digest)
 	}
+	var site *SiteRead
+	if o.Site != nil {
+		if site, err = m.ReadSite(ctx, o, *o.Site); err != nil {
+			return nil, err
+		}
+	}
 	m.record(slotName, "adopt", "started", nil)
 	rec := &Record{Name: slotName, Provider: ProviderKind, Cluster: o.Cluster, Context: n.Context, Kubeconfig: m.Kubeconfig,
 		Registry: o.Registry, RegistryPort: o.RegistryPort, State: StateReady, Inputs: "adopted", Created: time.Now().UTC(),
@@ -194,7 +206,7 @@ func (m *Manager) Adopt(ctx context.Context, slotName string, o AdoptOptions) (*
 	ev := IdentityEvent(rec, "adopt", journal.StatusDone)
 	ev.Package = o.Digest // the package it runs, as a deploy records it
 	m.recordEvent(ev)
-	return &AdoptResult{Record: rec, ManifestDigest: digest, Secret: secret}, nil
+	return &AdoptResult{Record: rec, ManifestDigest: digest, Secret: secret, Config: site}, nil
 }
 
 // copyContext writes context name into file with copies of the cluster and

@@ -98,7 +98,12 @@ type Config struct {
 	// provider is the registered provider Provider names, resolved once by
 	// validate.
 	provider Provider
+	// fileKeys are the string settings the file sets.
+	fileKeys map[string]bool
 }
+
+// FromFile says whether config.yaml sets the string setting key.
+func (c *Config) FromFile(key string) bool { return c.fileKeys[key] }
 
 // Keyless says the policy names the signers (identity and issuer), so
 // that verify needs no flags.
@@ -260,6 +265,12 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			return nil, &ConfigError{fmt.Errorf("%s: kind is %q, want Config", path, file.Kind)}
 		}
 		merge(&c, &file)
+		c.fileKeys = map[string]bool{}
+		for key, v := range file.strings() {
+			if *v != "" {
+				c.fileKeys[key] = true
+			}
+		}
 	}
 	for key, env := range EnvVars {
 		if v := getenv(env); v != "" {

@@ -130,10 +130,7 @@ func (m *Manager) Losses(ctx context.Context, slotName string) (*Losses, error) 
 		}
 	}
 	if rec.RegistryPort > 0 {
-		base := "http://127.0.0.1:" + strconv.Itoa(rec.RegistryPort)
-		if m.RegistryAddr != nil {
-			base = "http://" + m.RegistryAddr(rec.RegistryPort)
-		}
+		base := "http://" + m.registryHost(rec.RegistryPort)
 		if repos, err := m.catalog(ctx, base); err != nil {
 			l.RegistryUnknown = err.Error()
 		} else {

@@ -2,8 +2,6 @@ package slot
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
@@ -20,10 +18,7 @@ const SeedTimeout = 5 * time.Minute
 // has its digest under its ref already, checked by digest after the push,
 // and kept in the record and the history.
 func (m *Manager) seedRegistry(ctx context.Context, rec *Record, n *Names) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.RegistryPort))
-	if m.RegistryAddr != nil {
-		addr = m.RegistryAddr(n.RegistryPort)
-	}
+	addr := m.registryHost(n.RegistryPort)
 	for _, e := range m.Config.Seed {
 		pctx, cancel := context.WithTimeout(ctx, SeedTimeout)
 		res, err := seed.Push(pctx, addr, m.Config.Archives, e, seed.Options{PlainHTTP: true})

@@ -3,6 +3,8 @@ package slotcmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/switchover"
@@ -36,8 +39,19 @@ never deletes it. The record keeps the site's names: the gate checks the
 unsuffixed workload clusters, a blue-green builds the other slot next to
 them, and destroy removes what the record names.
 
+What a slot built beside the site needs is read from the site and written
+into the state dir's config.yaml (keys it sets already, and comments, are
+kept): nodeImage and registryImage, the images the site's node container
+(<cluster>-control-plane) and registry container run, pinned by image ID;
+archives, the directory --archives names (made absolute); initPackageGlob,
+when the default matches no init package there and exactly one file does;
+seed, what the site's registry holds (its catalog and tags on
+127.0.0.1:<registry-port>), copied into the state dir's seed/ as OCI
+layouts for create to push into the new slot's registry. A setting it
+cannot determine is printed with the line to add.
+
 Examples:
-  kubectl bundle-slot adopt a --package zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub
+  kubectl bundle-slot adopt a --package zarf-package-app-amd64-1.0.0.tar.zst --key cosign.pub --archives archives
   kubectl bundle-slot adopt a --package app-1.0.0.tar.zst --key cosign.pub --cluster airgap-mgmt --workload-clusters airgap-wl`
 
 func adoptCommand(action cli.ActionFunc) *cli.Command {
@@ -50,6 +64,7 @@ func adoptCommand(action cli.ActionFunc) *cli.Command {
 			&cli.StringFlag{Name: "registry", Usage: "the site's registry container (default registryName: " + d.RegistryName + ")"},
 			&cli.IntFlag{Name: "registry-port", Usage: fmt.Sprintf("its published host port (default registryPortBase: %d)", d.RegistryPortBase)},
 			&cli.StringSliceFlag{Name: "workload-clusters", Usage: "the site's CAPD workload clusters, unsuffixed (default workloadClusters: " + strings.Join(d.WorkloadClusters, ",") + ")"},
+			&cli.StringFlag{Name: "archives", Usage: "the site's archives directory (its zarf init package and image archives): written into config.yaml as archives, made absolute [$" + slot.EnvVars["archives"] + "]", TakesFile: true},
 		}, verifycmd.PolicyFlags()...),
 		Action: action}
 }
@@ -94,6 +109,8 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 		return err
 	}
 	o.Package, o.Digest, o.Name, o.Version = rep.Staged.Path, rep.SHA256, rep.Package.Name, rep.Package.Version
+	so := siteOptions(cmd, cfg)
+	o.Site = &so
 	res, err := s.m.Adopt(ctx, name, o)
 	if err != nil {
 		return err
@@ -114,8 +131,63 @@ func adopt(ctx context.Context, cmd *cli.Command, s *session) error {
 	fmt.Fprintf(s.streams.Out, "slot %s adopted and active: %s, workload clusters %s\n", name, slot.Summary(r), strings.Join(r.Workloads, ", "))
 	fmt.Fprintf(s.streams.Out, "package: %s, zarf digest %s (as recorded in %s)\n", packageString(r.Package), res.ManifestDigest, res.Secret)
 	fmt.Fprintf(s.streams.Out, "context %s -> %s (the slot's own copy of %s's credentials)\n", cfg.AliasContext, r.Context, o.Context)
+	printSite(s.streams.Out, res.Config)
 	fmt.Fprintf(s.streams.Out, "next: record its gate: %s\n", s.dir.Plugin("gate", "--slot", name, "--record"))
 	return nil
+}
+
+// siteOptions: the archives directory the operator named, and how.
+func siteOptions(cmd *cli.Command, cfg *slot.Config) slot.SiteOptions {
+	var from string
+	switch {
+	case cmd.IsSet("archives"):
+		from = "--archives"
+	case os.Getenv(slot.EnvVars["archives"]) != "":
+		from = "$" + slot.EnvVars["archives"]
+	case cfg.FromFile("archives"):
+		from = "config.yaml"
+	default:
+		return slot.SiteOptions{}
+	}
+	return slot.SiteOptions{Archives: cfg.Archives, ArchivesFrom: from}
+}
+
+// printSite prints what adopt read from the site and wrote into config.yaml.
+func printSite(w io.Writer, site *slot.SiteRead) {
+	if site == nil {
+		return
+	}
+	fmt.Fprintf(w, "config.yaml (%s), read from the site:\n", site.File)
+	for _, st := range site.Settings {
+		val := ""
+		switch v := st.Value.(type) {
+		case string:
+			val = v
+		case []seed.Entry:
+			var refs []string
+			for _, e := range v {
+				refs = append(refs, e.Ref+"="+e.Path)
+			}
+			val = strings.Join(refs, ", ")
+		}
+		line := fmt.Sprintf("  %-16s %s", st.Key+":", st.Status)
+		if val != "" {
+			line += " " + val
+		}
+		line += " (" + st.From + ")"
+		if st.Note != "" {
+			line += ": " + st.Note
+		}
+		fmt.Fprintln(w, line)
+	}
+	if unknown := site.Unknown(); len(unknown) > 0 {
+		fmt.Fprintf(w, "not determined: add to %s before creating another slot:\n", site.File)
+		for _, st := range unknown {
+			for _, l := range strings.Split(st.Add, "\n") {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
 }
 
 // firstInstall refuses adopt unless the site has no slot yet: none is
