@@ -2,6 +2,7 @@ package journalcmd
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
@@ -37,6 +38,17 @@ func (x *run) dryRun() error {
 func (x *run) requireUpdate() error {
 	if x.r.pkg == "" {
 		return kcli.Usage("a PACKAGE is required (see --help)")
+	}
+	// The offline check's wait, read before anything begins, named by
+	// where it came from (the check itself runs after the begin).
+	if args := offlineCheckArgs(x.r.offlineWait, os.Getenv); len(args) == 3 {
+		if _, err := parseWait(args[2]); err != nil {
+			from := "--offline-wait " + x.r.offlineWait
+			if x.r.offlineWait == "" {
+				from = "$OFFLINE_WAIT_SECONDS"
+			}
+			return kcli.Usage("%s: %v; nothing was changed", from, err)
+		}
 	}
 	if len(x.r.verify) == 0 {
 		if code := x.quiet(nil, "verify", "--policy", "-q"); code != 0 {

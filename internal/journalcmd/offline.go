@@ -113,23 +113,30 @@ func offlineWait(flag *string, cfgSeconds *int) (time.Duration, error) {
 	case flag != nil:
 		return parseWait(*flag)
 	case cfgSeconds != nil:
+		if *cfgSeconds < 0 || *cfgSeconds > maxWaitSeconds {
+			return 0, fmt.Errorf("config.yaml's offline.waitSeconds %d: use 0 to %d seconds", *cfgSeconds, maxWaitSeconds)
+		}
 		return time.Duration(*cfgSeconds) * time.Second, nil
 	}
 	return offline.DefaultWait, nil
 }
 
+// maxWaitSeconds caps the wait (a day): more is a typo, and more than
+// time.Duration holds would wrap to a short or negative wait.
+const maxWaitSeconds = 86400
+
 // parseWait reads seconds, as $OFFLINE_WAIT_SECONDS spells them, or a
-// duration.
+// duration, from 0 to a day.
 func parseWait(s string) (time.Duration, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if n < 0 {
-			return 0, fmt.Errorf("%q: use 0 or more seconds", s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > maxWaitSeconds {
+			return 0, fmt.Errorf("%q: use 0 to %d seconds", s, maxWaitSeconds)
 		}
 		return time.Duration(n) * time.Second, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q is neither seconds nor a duration (e.g. 900 or 15m)", s)
+	if err != nil || d < 0 || d > maxWaitSeconds*time.Second {
+		return 0, fmt.Errorf("%q is neither seconds nor a duration from 0 to 24h (e.g. 900 or 15m)", s)
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package journalcmd
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +63,24 @@ func TestOfflineWaitPrecedence(t *testing.T) {
 		if _, err := offlineWait(&bad, nil); err == nil {
 			t.Errorf("--wait %q: no error", bad)
 		}
+	}
+}
+
+// TestParseWaitBounds: a wait from 0 to a day, in seconds or a duration;
+// a value time.Duration cannot hold no longer wraps to a short wait.
+func TestParseWaitBounds(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "900": 900 * time.Second, "15m": 15 * time.Minute, "86400": 24 * time.Hour, "24h": 24 * time.Hour} {
+		if got, err := parseWait(in); err != nil || got != want {
+			t.Errorf("parseWait(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-5", "86401", "18446744074", "10000000000", "25h", "15min", "-1s", ""} {
+		if got, err := parseWait(in); err == nil {
+			t.Errorf("parseWait(%q) = %v; want an error", in, got)
+		}
+	}
+	n := -1
+	if _, err := offlineWait(nil, &n); err == nil || !strings.Contains(err.Error(), "offline.waitSeconds") {
+		t.Errorf("offlineWait with waitSeconds -1: %v; want an error naming offline.waitSeconds", err)
 	}
 }
