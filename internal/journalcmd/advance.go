@@ -553,7 +553,7 @@ func rebuildStep(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	name, digest := cmd.Args().Get(0), strings.TrimPrefix(cmd.Args().Get(1), "sha256:")
-	step := "recreate's BUILDING or BUILDING_FALLBACK step, which kubectl bundle-journal run runs for scripts/recreate.sh"
+	step := fmt.Sprintf("recreate's BUILDING or BUILDING_FALLBACK step, which %s runs for %s", advice.Plugin("journal", "run"), journal.ScriptPath(journal.Recreate))
 	switch {
 	case t == nil:
 		return kcli.Conflict(fmt.Errorf("rebuild is %s; no transaction is open: nothing was changed", step))
