@@ -46,6 +46,9 @@ func shownScrubber(t *testing.T, work, root string, pkgs map[string]string) func
 		reps = append(reps, rep{"(sha256:)?" + h, "<" + n + "-sha256>"}, rep{h[:12], "<" + n + ">"})
 	}
 	reps = append(reps,
+		// Under KB_E2E_SH the scripts run from a copy (a temporary
+		// directory): the printed next commands name it.
+		rep{`/\S*kb-e2e-sh-\d+/scripts/`, "scripts/"},
 		rep{regexp.QuoteMeta(strings.TrimSuffix(work, "/") + "/"), ""},
 		rep{regexp.QuoteMeta(strings.TrimSuffix(work, "/")), "."},
 		rep{regexp.QuoteMeta(strings.TrimSuffix(root, "/") + "/"), ""},
