@@ -198,7 +198,11 @@ func writeTxn(streams kcli.IOStreams, common *kcli.Common, d *state.Dir, t *jour
 // staged record keeps it, when the target is staged.
 func nextOf(d *state.Dir, t *journal.Transaction) journal.NextStep {
 	if d != nil {
-		if n := site.Read(d).MovedOff(); n != nil {
+		st := site.Read(d)
+		if n := st.MovedOff(); n != nil {
+			return withStateDir(d, *n)
+		}
+		if n := st.SoakLost(); n != nil {
 			return withStateDir(d, *n)
 		}
 	}

@@ -90,3 +90,23 @@ func slotCondition(r *record.Slot, err error) string {
 	}
 	return "its record says " + r.State
 }
+
+// SoakLost is the next step of a blue-green update that switched and
+// soaks while the switch record is missing (a partial restore of the state
+// dir, or removed by hand): accept and revert both follow that record and
+// refuse without it, so the step writes it again first, with a forced
+// switch to the slot that serves, which keeps the update's active slot as
+// the revert target (Switcher.To, SoakingOn). Nil when no such update is
+// open, the switch record is there (or damaged: its own repair), or the
+// pointer does not name the update's candidate.
+func (s *Site) SoakLost() *journal.NextStep {
+	t := SoakingOn(s.txnOrNil(), s.pointer)
+	if t == nil || s.sw != nil || s.swProblem != nil || !s.pointerPresent || s.pointerProblem != nil {
+		return nil
+	}
+	n := journal.NextStep{Phases: journal.Legal(t)}
+	n.Do(advice.Plugin("switch", "to", t.Slots.Candidate, "--force"))
+	n.Why = fmt.Sprintf("transaction %s (blue-green) soaks on slot %s, but the switch record is missing, and accept and revert both follow it: this writes it again with slot %s as the revert target (no cluster changes); then accept or revert as before",
+		t.ID, t.Slots.Candidate, t.Slots.Active)
+	return &n
+}

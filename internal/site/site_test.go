@@ -322,3 +322,37 @@ func TestMovedOff(t *testing.T) {
 		})
 	}
 }
+
+// TestSoakLost: a blue-green soak whose switch record is missing names the
+// forced switch that writes it again, and nothing else does.
+func TestSoakLost(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    fixture
+		want string
+	}{
+		{"soaking on b, switch record missing", fixture{pointer: "b", txn: "blue-green SOAKING", slots: "ab"}, "kubectl bundle-switch to b --force"},
+		{"switched on b, switch record missing", fixture{pointer: "b", txn: "blue-green SWITCHED", slots: "ab"}, "kubectl bundle-switch to b --force"},
+		{"soaking on b, switch record there", fixture{pointer: "b", sw: "SWITCHED b a", txn: "blue-green SOAKING", slots: "ab"}, ""},
+		{"soaking, switch record damaged", fixture{pointer: "b", sw: "!", txn: "blue-green SOAKING", slots: "ab"}, ""},
+		{"soaking, pointer back on a", fixture{pointer: "a", txn: "blue-green SOAKING", slots: "ab"}, ""},
+		{"soaking, pointer damaged", fixture{pointer: "!", txn: "blue-green SOAKING", slots: "ab"}, ""},
+		{"provisioning, no switch yet", fixture{pointer: "a", txn: "blue-green PROVISIONING", slots: "ab"}, ""},
+		{"in-place on a", fixture{pointer: "a", txn: "in-place DEPLOYING", slots: "ab"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := site.Read(build(t, c.f)).SoakLost()
+			switch {
+			case c.want == "" && n != nil:
+				t.Fatalf("%v: SoakLost() = %q (%s); want nil", c.f, n.Command, n.Why)
+			case c.want == "":
+			case n == nil:
+				t.Fatalf("%v: SoakLost() = nil; want %q", c.f, c.want)
+			case n.Command != c.want:
+				t.Errorf("%v: SoakLost() runs %q; want %q", c.f, n.Command, c.want)
+			case !strings.Contains(n.Why, "slot a as the revert target"):
+				t.Errorf("%v: SoakLost() says %q; want the revert target", c.f, n.Why)
+			}
+		})
+	}
+}

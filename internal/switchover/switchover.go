@@ -632,6 +632,8 @@ func (s *Switcher) Accept(ctx context.Context, ifSoaked bool) (*AcceptResult, er
 		phase := "none"
 		if sw != nil {
 			phase = sw.Phase
+		} else if n := site.Read(s.Dir).SoakLost(); n != nil {
+			return nil, &ConflictError{"nothing is soaking: " + n.Why + ": " + n.Run.String()}
 		}
 		return nil, &ConflictError{fmt.Sprintf("nothing is soaking (switch phase %s): accept follows %s", phase, s.Dir.Plugin("switch", "to", "SLOT"))}
 	}
