@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -38,7 +39,8 @@ import (
 // root (its state dir, the fakes' state and calls) for a look after.
 // KB_INVARIANT_EXPLORE=report (what make test sets) reports a violation
 // found by a new random sequence without failing; the kept regressions
-// fail either way.
+// fail either way. KB_MODEL_WORKERS (default GOMAXPROCS, at most 4)
+// splits the draws over that many processes (workers_test.go).
 func TestModel(t *testing.T) {
 	budget, ops := 170*time.Second, 60000
 	if testing.Short() {
@@ -57,8 +59,24 @@ func TestModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (KB_MODEL_SEED=%d reproduces this run), budget %s or %d operations", seed, seed, budget, ops)
+	workers, err := workerCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops <= 0 {
+		workers = 1
+	}
+	alone := ""
+	if os.Getenv(envWorker) != "" {
+		alone = " with KB_MODEL_WORKERS=1"
+	}
+	t.Logf("seed %d (KB_MODEL_SEED=%d%s reproduces this run), budget %s or %d operations, %d worker processes", seed, seed, alone, budget, ops, workers)
 	start := time.Now()
+	// The workers draw their shares while this one replays the kept
+	// regressions and draws its own.
+	share := ops / workers
+	ws := startWorkers(t, workers, seed, share, budget)
+	ops -= share * (workers - 1)
 	m := newMachine(t)
 	c := &invariant.Counters{}
 	setup := time.Since(start)
@@ -107,7 +125,7 @@ func TestModel(t *testing.T) {
 		}
 		elapsed := time.Since(start)
 		t.Logf("FOUND: %s after %d sequences, %d operations, %s", v.Inv, c.Seqs, c.Ops, elapsed.Round(time.Millisecond))
-		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d), sequence seed %d: %v\nthe sequence (soak %s%s):\n  %s\nwhat happened:\n%s", seed, seed, seq.Seed, v, seq.Soak, siteNote(seq),
+		msg := fmt.Sprintf("VIOLATION: seed %d (KB_MODEL_SEED=%d"+alone+"), sequence seed %d: %v\nthe sequence (soak %s%s):\n  %s\nwhat happened:\n%s", seed, seed, seq.Seed, v, seq.Soak, siteNote(seq),
 			strings.Join(seq.Ops[:min(len(seq.Ops), v.Op+1)], "\n  "), strings.Join(r.Log, "\n"))
 		if os.Getenv("KB_MODEL_SHRINK") != "0" && os.Getenv("KB_INVARIANT_EXPLORE") != "report" {
 			shrunk := invariant.Shrink(seq, v, 30*time.Second, func(s invariant.Sequence) *invariant.Violation {
@@ -137,6 +155,15 @@ func TestModel(t *testing.T) {
 		t.Error(msg)
 		break
 	}
+	own := time.Since(start)
+	total := workerStats{Seed: seed, Seqs: c.Seqs, Ops: c.Ops, Calls: m.calls, Damages: c.Damages, Repairs: c.Repairs, Nexts: c.Nexts, Scripts: c.Scripts, Kills: c.Kills["inside a step"]}
+	if w := os.Getenv(envWorker); w != "" {
+		total.Worker, _ = strconv.Atoi(w)
+		total.Found = t.Failed() || len(explore) > 0
+		b, _ := json.Marshal(total)
+		fmt.Println(workerLine + string(b))
+	}
+	collect(t, ws, &total)
 	elapsed := time.Since(start)
 	if len(allowed) > 0 {
 		t.Logf("known open bugs hit (allowed until fixed): %v", allowed)
@@ -144,8 +171,11 @@ func TestModel(t *testing.T) {
 	if len(explore) > 0 {
 		t.Logf("EXPLORE: %d distinct checks failed: %v", len(explore), explore)
 	}
-	t.Logf("TestModel: %d sequences, %d operations in %s (%.0f ops/s; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
-		c.Seqs, c.Ops, elapsed.Round(time.Millisecond), float64(c.Ops)/(elapsed-setup).Seconds(), setup.Round(time.Millisecond), m.calls, c.Kills["inside a step"], c.Damages, c.Repairs, c.Nexts, c.Scripts, len(files), seed)
+	if workers > 1 {
+		t.Logf("this process: %d sequences, %d operations in %s (%.0f ops/s)", c.Seqs, c.Ops, own.Round(time.Millisecond), float64(c.Ops)/(own-setup).Seconds())
+	}
+	t.Logf("TestModel: %d sequences, %d operations in %s (%.0f ops/s, %d worker processes; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
+		total.Seqs, total.Ops, elapsed.Round(time.Millisecond), float64(total.Ops)/(elapsed-setup).Seconds(), workers, setup.Round(time.Millisecond), total.Calls, total.Kills, total.Damages, total.Repairs, total.Nexts, total.Scripts, len(files), seed)
 }
 
 // siteNote names a sequence's site when it is not the default.

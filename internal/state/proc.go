@@ -283,8 +283,9 @@ func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
 // lock, a run lock in place). A run holds the run lock with flock, so a
 // removed run lock that a run still holds is always listed; when none is,
 // the scan of every process's descriptors is skipped (it cost every
-// command a walk of /proc, twice). true when /proc/locks cannot be read
-// or parsed.
+// command a walk of /proc, twice), and so it is when the processes that
+// took the other flocks hold no descriptor on the removed p
+// (mayHoldDeleted). true when /proc/locks cannot be read or parsed.
 func (l linuxProcs) mayHoldRemoved(p string) bool {
 	b, err := os.ReadFile(filepath.Join(l.root, "locks"))
 	if err != nil {
@@ -332,6 +333,29 @@ func (l linuxProcs) mayHoldRemoved(p string) bool {
 			}
 		}
 		if maj == uint64(devMajor(dev)) && minor == uint64(devMinor(dev)) && !named[ino] {
+			pid, err := strconv.Atoi(f[4])
+			if err != nil || l.mayHoldDeleted(pid, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mayHoldDeleted reports whether the process pid, which /proc/locks names
+// as the taker of a flock on p's file system, may hold the removed p: one
+// of its descriptors is "p (deleted)", or its descriptors cannot be read
+// (gone, its lock held on by descriptors its children inherited; or not
+// ours to read). A flock of another program on the same file system costs
+// a look at that process's descriptors, not a walk of every process's.
+func (l linuxProcs) mayHoldDeleted(pid int, p string) bool {
+	dir := filepath.Join(l.root, strconv.Itoa(pid), "fd")
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && link == p+" (deleted)" {
 			return true
 		}
 	}
