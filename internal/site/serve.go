@@ -197,6 +197,16 @@ func (s *Site) noSlotFix() advice.Fix {
 // one command (the gate first) when a slot holds a package, else every
 // (empty) slot.
 func (s *Site) ActiveFix() advice.Fix {
+	// An open update in place (in-place, recreate) changes the slot it
+	// began on and keeps the pointer on it the whole time: that slot is
+	// the one the pointer named, whatever its gate says now (a recreate
+	// past its teardown has no cluster to gate until it is rebuilt).
+	if t := s.txnOrNil(); t != nil && t.Strategy != journal.BlueGreen && t.Slots.Active != "" && !journal.IsFinal(t.Phase) {
+		if r, err := s.Slot(t.Slots.Active); err == nil && r.Ready() {
+			return advice.Do(s.Dir.Plugin("switch", "to", t.Slots.Active, "--force")).Because(fmt.Sprintf("transaction %s (%s) updates slot %s and keeps the pointer on it while it is open: this writes the pointer back to slot %s (no gate: the update's run gates it)",
+				t.ID, t.Strategy, t.Slots.Active, t.Slots.Active))
+		}
+	}
 	var cmds, all []advice.Cmd
 	held := false
 	for _, n := range s.names {
