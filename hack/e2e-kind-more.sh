@@ -72,3 +72,63 @@ expect_active a 2.0.0
 echo "e2e-kind: S1 repoint: slot a active, slot b kept as the owner of kb-e2e-wl-b; destroy and revert refuse (exit 4)"
 check "slot destroy b --force --yes" --both -- kubectl-bundle-slot destroy b --force --yes
 check "the forced destroy of the owner left its workload cluster's container" --rc nonzero -- docker inspect kb-e2e-wl-b-control-plane
+
+# A host reboot mid-update (issue 28, part 6), as far as the bench can make
+# one: in-place.sh 2.0.0 -> 1.0.0 into slot a, its process group killed
+# while zarf deploys (the power lost), then the Docker engine stopped and
+# started under the slot (hack/docker/ensure.sh restart: the engine stops
+# every container and starts again those its restart policies name: the
+# kind node's, the registries' unless-stopped). Then the runbook's "host
+# reboot" section, its commands taken from docs/airgap-rollback.md and run
+# as printed there; after them slot a's registry serves and its gate passes.
+case $("$root/hack/docker/ensure.sh" status) in
+"own dockerd "*) ;;
+*) fail "the reboot test restarts the Docker engine, and this one was not started by hack/docker/ensure.sh: run make e2e-kind with no engine running (it starts its own)" ;;
+esac
+setsid "$root/scripts/in-place.sh" "$pkg1" --key "$key" --gate "$gate" --gate-timeout 5m >"$work/reboot.log" 2>&1 &
+victim=$!
+for _ in $(seq 600); do
+  pgrep -f 'zarf package deploy' >/dev/null && break
+  sleep 0.1
+done
+check "zarf package deploy never started before the reboot (the output is in-place.sh's)" -- deploying
+kill -KILL -- "-$victim"
+wait "$victim" 2>/dev/null || true
+t=$(now)
+"$root/hack/docker/ensure.sh" restart >/dev/null
+m "Docker engine restart under slot a" "$t"
+for c in kb-e2e-a-control-plane kb-e2e-registry-a; do
+  check "$c was not started again by the engine after its restart" --is true -- docker inspect -f '{{.State.Running}}' "$c"
+done
+t=$(now)
+for _ in $(seq 150); do
+  kubectl --context kind-kb-e2e-a get --raw /readyz >/dev/null 2>&1 && break
+  sleep 2
+done
+check "slot a's API server is not ready 300 s after the engine restart" -- kubectl --context kind-kb-e2e-a get --raw /readyz
+m "slot a's API server ready after the engine restart" "$t"
+reboot_section=$(awk '/^## A host reboot/ { on = 1; next } /^## / { on = 0 } on && /^```sh/ { c = 1; next } on && /^```/ { c = 0; next } on && c' "$root/docs/airgap-rollback.md")
+[ "$(printf '%s\n' "$reboot_section" | grep -c .)" = 3 ] || fail "the runbook's host reboot section no longer holds the three commands this test runs: $reboot_section"
+t=$(now)
+rc_next=
+while IFS= read -r line; do
+  echo "e2e-kind: runbook (host reboot): $line"
+  rc=0
+  sh -c "$line" || rc=$?
+  case $line in
+  *"journal next --run"*) rc_next=$rc ;;
+  *"journal status"*) ;; # names the cut step; exits non-zero while the update is open
+  *) [ "$rc" = 0 ] || fail "the runbook's $line exited $rc after the engine restart" ;;
+  esac
+done <<<"$reboot_section"
+m "the runbook's host reboot section" "$t"
+case $rc_next in
+0) expect_active a 1.0.0 ;;
+1) expect_active a 2.0.0 ;;
+*) fail "the runbook's journal next --run exited ${rc_next:-(not run)} after the engine restart: 0 (the update finished) or 1 (rolled back, the previous deployment in place) expected" ;;
+esac
+check "a transaction is left open after the runbook's host reboot section" --has '[Nn]o (open )?transaction' -- kubectl-bundle-journal status
+check "slot a's registry does not serve after the engine restart" --has '"repositories"' -- \
+  curl -fsS "http://127.0.0.1:$(docker port kb-e2e-registry-a 5000/tcp | head -1 | sed 's/.*://')/v2/_catalog"
+check "slot a does not pass its gate after the engine restart" -- kubectl-bundle-gate --slot a -f "$gate" --timeout 5m
+echo "e2e-kind: host reboot: the engine restarted under slot a mid-update; the runbook's section converged (journal next --run exit $rc_next), the registry serves, the gate passes"

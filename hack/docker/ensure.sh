@@ -5,6 +5,7 @@
 #   hack/docker/ensure.sh start        # prints DOCKER_HOST=... on stdout
 #   hack/docker/ensure.sh run CMD...   # start, run CMD with DOCKER_HOST set, stop what it started
 #   hack/docker/ensure.sh stop         # stop the daemon this script started (if any)
+#   hack/docker/ensure.sh restart      # stop and start the daemon this script started (a host reboot, as the bench can make one)
 #   hack/docker/ensure.sh status
 #
 # Order: a running engine ($DOCKER_HOST, else the default socket) that can
@@ -176,6 +177,14 @@ run)
   exit "$rc"
   ;;
 stop) stop_own ;;
+restart)
+  # Only a daemon of ours: the configuration and the containers of an
+  # engine this script did not start are not its to stop.
+  own_pid >/dev/null || die "the engine is not one this script started: restart it by its own means (systemctl restart docker, or Docker Desktop's Restart)"
+  stop_own
+  start_own
+  echo "DOCKER_HOST=$own_host"
+  ;;
 status)
   if pid=$(own_pid); then
     echo "own dockerd $pid on $own_host"
