@@ -31,7 +31,19 @@ func ReadFile(p string, limit int64, noFollow bool) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer syscall.Close(fd)
-	b := make([]byte, 0, 1024)
+	// Sized by the file's length when it tells one (a history of some
+	// hundred KB read by every command: growing the buffer from 1 KB cost
+	// a copy and a zeroed allocation at each doubling); a file that grows
+	// meanwhile still reads to its end.
+	size := 1024
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Size > 0 {
+		size = int(min(st.Size, 1<<30)) + 1
+		if limit >= 0 && int64(size) > limit+1 {
+			size = int(limit + 1)
+		}
+	}
+	b := make([]byte, 0, size)
 	for limit < 0 || int64(len(b)) <= limit {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
