@@ -201,7 +201,10 @@ func (s *Site) ActiveFix() advice.Fix {
 	// began on and keeps the pointer on it the whole time: that slot is
 	// the one the pointer named, whatever its gate says now (a recreate
 	// past its teardown has no cluster to gate until it is rebuilt).
-	if t := s.txnOrNil(); t != nil && t.Strategy != journal.BlueGreen && t.Slots.Active != "" && !journal.IsFinal(t.Phase) {
+	// Not once a switch moved the site off it (a forced switch while the
+	// update was open: MovedOff): the slot switched to serves, and the
+	// update's slot may be half-deployed, vouched for by no gate.
+	if t := s.txnOrNil(); t != nil && t.Strategy != journal.BlueGreen && t.Slots.Active != "" && !journal.IsFinal(t.Phase) && !s.switchedAwayFrom(t) {
 		if r, err := s.Slot(t.Slots.Active); err == nil && r.Ready() {
 			return advice.Do(s.Dir.Plugin("switch", "to", t.Slots.Active, "--force")).Because(fmt.Sprintf("transaction %s (%s) updates slot %s and keeps the pointer on it while it is open: this writes the pointer back to slot %s (no gate: the update's run gates it)",
 				t.ID, t.Strategy, t.Slots.Active, t.Slots.Active))
@@ -340,4 +343,28 @@ func (s *Site) ActiveRepair(prefer ...string) advice.Fix {
 		return advice.Do(s.Dir.Plugin("switch", "to", n, "--force"))
 	}
 	return s.noSlotFix()
+}
+
+// switchedAwayFrom reports whether a switch may have made another slot
+// than t's active: the switch record names another (or cannot be read),
+// or the history records a switch to another slot since t began.
+func (s *Site) switchedAwayFrom(t *journal.Transaction) bool {
+	if s.swProblem != nil || (s.sw != nil && s.sw.Target != "" && s.sw.Target != t.Slots.Active) {
+		return true
+	}
+	var begun time.Time
+	if len(t.Steps) > 0 {
+		begun = t.Steps[0].StartedAt
+	}
+	for _, ev := range s.events() {
+		if ev.Type != "switch" || ev.Time.Before(begun) {
+			continue
+		}
+		if what, rest, _ := strings.Cut(ev.Detail, " "); what == "to" || what == "back" {
+			if to, _, _ := strings.Cut(rest, " "); to != t.Slots.Active {
+				return true
+			}
+		}
+	}
+	return false
 }
