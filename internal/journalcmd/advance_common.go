@@ -10,6 +10,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/plan"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
 // What the strategies' runs share: the checks before a run begins, the
@@ -48,6 +49,12 @@ func (x *run) requireUpdate() error {
 				from = "$OFFLINE_WAIT_SECONDS"
 			}
 			return kcli.Usage("%s: %v; nothing was changed", from, err)
+		}
+	} else if x.d != nil {
+		// config.yaml's wait, and the rest of config.yaml, as the steps
+		// will read it: a typo there is refused before anything begins.
+		if _, err := slot.LoadConfig(x.d.Join("config.yaml"), os.Getenv, nil); err != nil {
+			return kcli.Usage("%v; nothing was changed: fix config.yaml, then run again", err)
 		}
 	}
 	if len(x.r.verify) == 0 {

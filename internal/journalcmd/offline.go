@@ -121,9 +121,8 @@ func offlineWait(flag *string, cfgSeconds *int) (time.Duration, error) {
 	return offline.DefaultWait, nil
 }
 
-// maxWaitSeconds caps the wait (a day): more is a typo, and more than
-// time.Duration holds would wrap to a short or negative wait.
-const maxWaitSeconds = 86400
+// maxWaitSeconds caps the wait (offline.MaxWaitSeconds).
+const maxWaitSeconds = offline.MaxWaitSeconds
 
 // parseWait reads seconds, as $OFFLINE_WAIT_SECONDS spells them, or a
 // duration, from 0 to a day.

@@ -24,7 +24,11 @@ var DefaultEndpoints = []string{"https://ghcr.io", "https://registry.k8s.io"}
 // Defaults of a check: offline-run.sh's OFFLINE_WAIT_SECONDS (900), its
 // curl --max-time 3 and its sleep 5.
 const (
-	DefaultWait         = 900 * time.Second
+	DefaultWait = 900 * time.Second
+	// MaxWaitSeconds caps a wait (a day), wherever it is set: more is a
+	// typo, and more than time.Duration holds would wrap to a short or
+	// negative wait.
+	MaxWaitSeconds      = 86400
 	DefaultProbeTimeout = 3 * time.Second
 	DefaultInterval     = 5 * time.Second
 )

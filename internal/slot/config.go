@@ -484,8 +484,8 @@ func (c *Config) NamesFor(slotName string) (*Names, error) {
 }
 
 func (o *OfflinePolicy) validate() error {
-	if o.WaitSeconds != nil && *o.WaitSeconds < 0 {
-		return fmt.Errorf("offline.waitSeconds %d: use 0 or more seconds", *o.WaitSeconds)
+	if o.WaitSeconds != nil && (*o.WaitSeconds < 0 || *o.WaitSeconds > offline.MaxWaitSeconds) {
+		return fmt.Errorf("offline.waitSeconds %d: use 0 to %d seconds (a day)", *o.WaitSeconds, offline.MaxWaitSeconds)
 	}
 	for _, e := range o.Endpoints {
 		if err := offline.ParseEndpoint(e); err != nil {
