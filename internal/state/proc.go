@@ -334,7 +334,7 @@ func (l linuxProcs) mayHoldRemoved(p string) bool {
 		}
 		if maj == uint64(devMajor(dev)) && minor == uint64(devMinor(dev)) && !named[ino] {
 			pid, err := strconv.Atoi(f[4])
-			if err != nil || l.mayHoldDeleted(pid, p) {
+			if err != nil || l.mayHoldDeleted(pid, p, ino) {
 				return true
 			}
 		}
@@ -342,24 +342,35 @@ func (l linuxProcs) mayHoldRemoved(p string) bool {
 	return false
 }
 
-// mayHoldDeleted reports whether the process pid, which /proc/locks names
-// as the taker of a flock on p's file system, may hold the removed p: one
-// of its descriptors is "p (deleted)", or its descriptors cannot be read
-// (gone, its lock held on by descriptors its children inherited; or not
-// ours to read). A flock of another program on the same file system costs
-// a look at that process's descriptors, not a walk of every process's.
-func (l linuxProcs) mayHoldDeleted(pid int, p string) bool {
+// mayHoldDeleted reports whether the flock /proc/locks lists on inode
+// ino of p's file system, taken by process pid, may be one on the removed
+// p. Only when pid holds a descriptor on that very inode is it known to be
+// its own lock on some file, and then it is p's when the descriptor names
+// "p (deleted)". Else the taker is not the holder: gone, its pid reused,
+// or a child that took the lock for its parent and exited (the scripts'
+// journal advance --hold does so for the shell's descriptor 9), so
+// anyone may hold it and the caller walks every process. A flock of
+// another program on the same file system costs a look at that process's
+// descriptors, not a walk of every process's.
+func (l linuxProcs) mayHoldDeleted(pid int, p string, ino uint64) bool {
 	dir := filepath.Join(l.root, strconv.Itoa(pid), "fd")
 	fds, err := os.ReadDir(dir)
 	if err != nil {
 		return true
 	}
 	for _, fd := range fds {
-		if link, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && link == p+" (deleted)" {
-			return true
+		fp := filepath.Join(dir, fd.Name())
+		fi, err := os.Stat(fp)
+		if err != nil {
+			continue
 		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || uint64(st.Ino) != ino { //nolint:unconvert
+			continue
+		}
+		link, err := os.Readlink(fp)
+		return err != nil || link == p+" (deleted)"
 	}
-	return false
+	return true
 }
 
 // devMajor and devMinor split a Linux device number as the kernel's

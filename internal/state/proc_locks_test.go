@@ -40,43 +40,55 @@ func TestMayHoldRemovedSeesAHeldRemovedLock(t *testing.T) {
 
 // A flock on another file of the same file system (another state dir's
 // lock, another program's) does not make every probe of a removed run
-// lock walk /proc: its taker, alive, holds no descriptor on the removed
-// lock. A taker that holds it, or one that is gone (its lock may live on
-// in descriptors its children inherited), still counts. (A /proc of the
-// test's making: the machine's own has lockers of every kind.)
+// lock walk /proc: its taker, alive, holds a descriptor on that very
+// inode, which is not the removed lock. A taker that holds the run's
+// removed lock, one that is gone, or one with no descriptor on the
+// flock's inode (a child that took the lock for its shell and exited, its
+// pid since reused: the scripts' journal advance --hold) still counts.
+// (A /proc of the test's making: the machine's own has lockers of every
+// kind.)
 func TestMayHoldRemovedLooksAtTheLockers(t *testing.T) {
 	stateDir := t.TempDir()
 	p := filepath.Join(stateDir, RunLockFile)
-	fi, err := os.Stat(stateDir)
+	other := filepath.Join(stateDir, "other.lock")
+	if err := os.WriteFile(other, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(other)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := uint64(fi.Sys().(*syscall.Stat_t).Dev) //nolint:unconvert
+	st := fi.Sys().(*syscall.Stat_t)
+	dev, otherIno := uint64(st.Dev), uint64(st.Ino) //nolint:unconvert
+	type lock struct {
+		pid    string
+		ino    uint64
+		target string // what its one descriptor names ("": no such process)
+	}
 	for _, c := range []struct {
-		name string
-		fds  map[string]string // pid -> what its one descriptor names ("": no such process)
-		want bool
+		name  string
+		locks []lock
+		want  bool
 	}{
-		{"another live program's flock", map[string]string{"4242": "/var/lib/other/lock"}, false},
-		{"the run's own removed lock", map[string]string{"4242": p + " (deleted)"}, true},
-		{"a locker that is gone", map[string]string{"4343": ""}, true},
-		{"one of each: other, then the run's", map[string]string{"4242": "/var/lib/other/lock", "4444": p + " (deleted)"}, true},
+		{"another live program's flock", []lock{{"4242", otherIno, other}}, false},
+		{"the run's own removed lock", []lock{{"4242", 900001, p + " (deleted)"}}, true},
+		{"a locker that is gone", []lock{{"4343", 900001, ""}}, true},
+		{"a taker's pid reused by a program without the lock", []lock{{"4242", 900001, other}}, true},
+		{"one of each: other, then the run's", []lock{{"4242", otherIno, other}, {"4444", 900001, p + " (deleted)"}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
 			var locks string
-			n := 0
-			for pid, target := range c.fds {
-				n++
-				locks += fmt.Sprintf("%d: FLOCK  ADVISORY  WRITE %s %02x:%02x:%d 0 EOF\n", n, pid, devMajor(dev), devMinor(dev), 900000+n)
-				if target == "" {
+			for n, k := range c.locks {
+				locks += fmt.Sprintf("%d: FLOCK  ADVISORY  WRITE %s %02x:%02x:%d 0 EOF\n", n+1, k.pid, devMajor(dev), devMinor(dev), k.ino)
+				if k.target == "" {
 					continue
 				}
-				fd := filepath.Join(root, pid, "fd")
+				fd := filepath.Join(root, k.pid, "fd")
 				if err := os.MkdirAll(fd, 0o700); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Symlink(target, filepath.Join(fd, "3")); err != nil {
+				if err := os.Symlink(k.target, filepath.Join(fd, "3")); err != nil {
 					t.Fatal(err)
 				}
 			}
