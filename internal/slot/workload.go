@@ -183,5 +183,8 @@ func (w *Workload) String() string {
 	if !w.Published {
 		how = "the address Cluster API wrote"
 	}
+	if w.AliasContext == w.Context {
+		return fmt.Sprintf("workload cluster %s of slot %s: context %s at %s (%s)", w.Cluster, w.Slot, w.Context, w.Server, how)
+	}
 	return fmt.Sprintf("workload cluster %s of slot %s: context %s (and %s) at %s (%s)", w.Cluster, w.Slot, w.AliasContext, w.Context, w.Server, how)
 }

@@ -29,7 +29,8 @@ func workloadCommand(action cli.ActionFunc) *cli.Command {
 			"addresses. Its contexts are kind-CLUSTER and kind-ALIAS, the cluster's name without the\n" +
 			"slot's suffix (kind-airgap-wl for airgap-wl-b): once --merge wrote it into the kubeconfig,\n" +
 			"kubectl bundle-switch moves kind-ALIAS to the slot it makes active, as it moves the\n" +
-			"management cluster's context.",
+			"management cluster's context. Only the active slot's clusters get kind-ALIAS: with --slot\n" +
+			"naming another slot, they come under kind-CLUSTER alone.",
 		Usage:     "print, write or merge the kubeconfig of a workload cluster the active slot (or --slot) runs",
 		ArgsUsage: "[CLUSTER]",
 		Flags: []cli.Flag{
@@ -60,6 +61,13 @@ func workloadKubeconfig(ctx context.Context, cmd *cli.Command, s *session) error
 	}
 	if len(ws) == 0 {
 		return errkind.New(errkind.Environment, "slot %s runs no workload cluster (config.yaml's workloadClusters names none)", name)
+	}
+	if name != s.active() {
+		// The stable alias context follows the slot that serves (the
+		// switch moves it): another slot's clusters come under their own
+		// names only, or kind-airgap-wl would name a cluster that does not
+		// serve.
+		ws = withoutAlias(ws)
 	}
 	switch {
 	case cmd.Bool("merge"):
@@ -101,6 +109,22 @@ func workloadKubeconfig(ctx context.Context, cmd *cli.Command, s *session) error
 	}
 	_, err = s.streams.Out.Write(b)
 	return err
+}
+
+// withoutAlias is ws with each alias context left out (a slot that does
+// not serve): AliasContext is then the cluster's own context.
+func withoutAlias(ws []*slot.Workload) []*slot.Workload {
+	out := make([]*slot.Workload, len(ws))
+	for i, w := range ws {
+		c := *w
+		if c.AliasContext != c.Context {
+			cfg := c.Config.DeepCopy()
+			delete(cfg.Contexts, c.AliasContext)
+			c.Config, c.AliasContext = cfg, c.Context
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // combined is the kubeconfig of every workload of ws, the first one's
