@@ -30,6 +30,9 @@
 #      new one), and how long until the Cluster is Available on b again
 #      (its status is rebuilt, not moved);
 #   3. the undo (switch back, b -> a): the same numbers;
+#      (around 2 and 3: the workload cluster's context kind-<cluster>,
+#      merged by kubectl bundle-slot workload-kubeconfig while slot a
+#      serves, reaches the cluster after the pivot and after the undo);
 #   4. what step 1b's refusal prevents: the load balancer template deleted
 #      on the slot that manages the cluster, a control-plane machine
 #      created (a rollout to a new machine template) and, once the
@@ -95,6 +98,24 @@ for s in a b; do
 done
 plugin kubectl-bundle-switch to a || die "switch to a"
 plugin kubectl-bundle-switch accept || die "accept a"
+
+# --- the workload cluster's context (issue 30, part 5): written from
+# Cluster API's kubeconfig secret with the server at the load balancer's
+# published port, merged into the site's kubeconfig; the pivot and the
+# switch back below move the cluster between the slots, and the context
+# must follow the slot that serves it ---
+# wl_ctx_check WHEN: kubectl reaches the workload cluster through context
+# kind-$wl; prints its nodes and the server the context names.
+wl_ctx_check() {
+  local n cl server
+  n=$(kubectl --context "kind-$wl" get nodes -o name 2>"$work/wl-ctx.err" | grep -c . || true)
+  cl=$(kubectl config view -o jsonpath="{.contexts[?(@.name==\"kind-$wl\")].context.cluster}")
+  server=$(kubectl config view -o jsonpath="{.clusters[?(@.name==\"$cl\")].cluster.server}")
+  result "workload context kind-$wl $1: nodes / server" "$n / $server"
+  [ "$n" -gt 0 ] || die "kubectl --context kind-$wl reaches no node $1: $(cat "$work/wl-ctx.err")"
+}
+plugin kubectl-bundle-slot workload-kubeconfig "$wl" --slot a --merge || die "slot workload-kubeconfig $wl --slot a --merge"
+wl_ctx_check "(slot a)"
 
 # --- the pause watcher: every ~0.5 s, which Clusters each side holds and
 # whether they are paused ("<ms> a|b name=true|false|(empty) ...") ---
@@ -201,6 +222,9 @@ result "pivot a -> b: Secrets of $wl on b" "$(mk "$b" get secrets -o name 2>/dev
 mk "$b" -n capd-system logs deployment/capd-controller-manager --since=5m 2>/dev/null | grep -iE 'error|fail' | tail -20 >"$work/capd-b-errors.txt" || true
 result "pivot a -> b: CAPD errors logged on b in 5 min" "$(wc -l <"$work/capd-b-errors.txt")"
 plugin kubectl-bundle-switch status || true
+wl_ctx_check "after the pivot to b"
+plugin kubectl-bundle-slot workload-kubeconfig "$wl" --slot b >"$work/wl-b.kubeconfig" || die "slot workload-kubeconfig $wl --slot b after the pivot"
+result "slot workload-kubeconfig $wl --slot b after the pivot: nodes through the file" "$(kubectl --kubeconfig "$work/wl-b.kubeconfig" --context "kind-$wl" get nodes -o name | grep -c . || true)"
 
 # --- 3. the undo: switch back during the soak (b -> a) ---
 containers "$wl" >"$work/containers-before-back.txt"
@@ -219,6 +243,7 @@ containers "$wl" >"$work/containers-after-back.txt"
 same=$(same_lines "$work/containers-before.txt" "$work/containers-after-back.txt")
 result "back b -> a: Machines on a / on b" "$(machines_of "$a")/ $(machines_of "$b" | wc -w)"
 result "back b -> a: $wl containers (same id and start as before the pivot)" "$(wc -l <"$work/containers-after-back.txt") ($same of $(wc -l <"$work/containers-before.txt"))"
+[ "$rc" != 0 ] || wl_ctx_check "after the switch back to a"
 touch "$work/paused.stop"
 wait "$watcher" 2>/dev/null || true
 loop_stop "$work/loop.txt"
