@@ -226,7 +226,7 @@ fuzz:
 	  echo "TestInvariant for $(INVARIANT_BUDGET)"; \
 	  KB_INVARIANT_BUDGET=$(INVARIANT_BUDGET) $(GO) test -count=1 -timeout 0 -run '^TestInvariant$$' -v ./e2e; \
 	  echo "TestModel for $(INVARIANT_BUDGET)"; \
-	  KB_MODEL_BUDGET=$(INVARIANT_BUDGET) KB_MODEL_OPS=1000000000 $(GO) test -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model; \
+	  KB_MODEL_WORKERS=max KB_MODEL_BUDGET=$(INVARIANT_BUDGET) KB_MODEL_OPS=1000000000 $(GO) test -count=1 -timeout 0 -run '^TestModel$$' -v ./internal/model; \
 	fi
 
 ## install: both spellings of every plugin into PREFIX (default ~/.local/bin), and the strategy scripts into PREFIX/kubectl-bundle-scripts/

@@ -39,8 +39,8 @@ import (
 // root (its state dir, the fakes' state and calls) for a look after.
 // KB_INVARIANT_EXPLORE=report (what make test sets) reports a violation
 // found by a new random sequence without failing; the kept regressions
-// fail either way. KB_MODEL_WORKERS (default GOMAXPROCS, at most 4)
-// splits the draws over that many processes (workers_test.go).
+// fail either way. KB_MODEL_WORKERS (default 1; max: one a core, at
+// most 4) splits the draws over that many processes (workers_test.go).
 func TestModel(t *testing.T) {
 	budget, ops := 170*time.Second, 60000
 	if testing.Short() {
