@@ -307,18 +307,7 @@ func TestMovedOff(t *testing.T) {
 		{"no transaction", fixture{pointer: "b", slots: "ab"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := site.Read(build(t, c.f)).MovedOff()
-			switch {
-			case c.want == "" && n != nil:
-				t.Fatalf("%v: MovedOff() = %q (%s); want nil", c.f, n.Command, n.Why)
-			case c.want == "":
-			case n == nil:
-				t.Fatalf("%v: MovedOff() = nil; want %q", c.f, c.want)
-			case n.Command != c.want:
-				t.Errorf("%v: MovedOff() runs %q; want %q", c.f, n.Command, c.want)
-			case !strings.Contains(n.Why, "updates slot a, but the active pointer names slot b"):
-				t.Errorf("%v: MovedOff() says %q; want why", c.f, n.Why)
-			}
+			checkStep(t, "MovedOff", c.f, site.Read(build(t, c.f)).MovedOff(), c.want, "updates slot a, but the active pointer names slot b")
 		})
 	}
 }
@@ -341,18 +330,24 @@ func TestSoakLost(t *testing.T) {
 		{"in-place on a", fixture{pointer: "a", txn: "in-place DEPLOYING", slots: "ab"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := site.Read(build(t, c.f)).SoakLost()
-			switch {
-			case c.want == "" && n != nil:
-				t.Fatalf("%v: SoakLost() = %q (%s); want nil", c.f, n.Command, n.Why)
-			case c.want == "":
-			case n == nil:
-				t.Fatalf("%v: SoakLost() = nil; want %q", c.f, c.want)
-			case n.Command != c.want:
-				t.Errorf("%v: SoakLost() runs %q; want %q", c.f, n.Command, c.want)
-			case !strings.Contains(n.Why, "slot a as the revert target"):
-				t.Errorf("%v: SoakLost() says %q; want the revert target", c.f, n.Why)
-			}
+			checkStep(t, "SoakLost", c.f, site.Read(build(t, c.f)).SoakLost(), c.want, "slot a as the revert target")
 		})
+	}
+}
+
+// checkStep checks a rule's next step n (nil: the rule does not apply):
+// want is the command it runs ("": none), why a part of its reason.
+func checkStep(t *testing.T, rule string, f fixture, n *journal.NextStep, want, why string) {
+	t.Helper()
+	switch {
+	case want == "" && n != nil:
+		t.Fatalf("%v: %s() = %q (%s); want nil", f, rule, n.Command, n.Why)
+	case want == "":
+	case n == nil:
+		t.Fatalf("%v: %s() = nil; want %q", f, rule, want)
+	case n.Command != want:
+		t.Errorf("%v: %s() runs %q; want %q", f, rule, n.Command, want)
+	case !strings.Contains(n.Why, why):
+		t.Errorf("%v: %s() says %q; want %q in it", f, rule, n.Why, why)
 	}
 }
