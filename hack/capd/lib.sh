@@ -124,6 +124,10 @@ capd_begin() {
 # kubeconfig ($work/site.kubeconfig, exported as KB_CAPD_KUBECONFIG).
 capd_begin_site() {
   export KB_CAPD_KUBECONFIG="$work/site.kubeconfig"
+  # A site of its own each run: a previous run's state dir and kubeconfig
+  # name clusters that are gone (a second run found slot a "already
+  # created" with the old cluster's port, and its gate refused).
+  rm -rf "$work/state" "$KB_CAPD_KUBECONFIG"
   PATH="$root/bin:$PATH"
   local p
   for p in kubectl-bundle-slot kubectl-bundle-switch kubectl-bundle-gate; do
