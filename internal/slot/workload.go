@@ -78,10 +78,13 @@ func (m *Manager) Workloads(ctx context.Context, slotName, cluster string) ([]*W
 		return nil, err
 	}
 	clusters := names.Workloads
+	named := true
 	if cluster != "" {
-		if !slices.Contains(clusters, cluster) {
-			return nil, errkind.New(errkind.Usage, "slot %s runs no workload cluster %s (it runs: %s)", slotName, cluster, listOrNone(clusters))
-		}
+		// A cluster config.yaml does not name (the site's own, one a
+		// pivot brought whose record says nothing of it) is the slot's
+		// when its management cluster holds Cluster API's kubeconfig of
+		// it: read below, refused with what the slot runs when it does not.
+		named = slices.Contains(clusters, cluster)
 		clusters = []string{cluster}
 	}
 	if len(clusters) == 0 {
@@ -99,6 +102,9 @@ func (m *Manager) Workloads(ctx context.Context, slotName, cluster string) ([]*W
 	var out []*Workload
 	for _, name := range clusters {
 		w, err := m.workload(ctx, cs, slotName, name)
+		if err != nil && !named {
+			return nil, errkind.New(errkind.Usage, "slot %s runs no workload cluster %s (config.yaml names: %s; and %v)", slotName, name, listOrNone(names.Workloads), err)
+		}
 		if err != nil {
 			return nil, err
 		}
