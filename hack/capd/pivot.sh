@@ -223,7 +223,7 @@ mk "$b" -n capd-system logs deployment/capd-controller-manager --since=5m 2>/dev
 result "pivot a -> b: CAPD errors logged on b in 5 min" "$(wc -l <"$work/capd-b-errors.txt")"
 plugin kubectl-bundle-switch status || true
 wl_ctx_check "after the pivot to b"
-plugin kubectl-bundle-slot workload-kubeconfig "$wl" --slot b >"$work/wl-b.kubeconfig" || die "slot workload-kubeconfig $wl --slot b after the pivot"
+plugin kubectl-bundle-slot workload-kubeconfig "$wl" --slot b --file "$work/wl-b.kubeconfig" || die "slot workload-kubeconfig $wl --slot b after the pivot"
 result "slot workload-kubeconfig $wl --slot b after the pivot: nodes through the file" "$(kubectl --kubeconfig "$work/wl-b.kubeconfig" --context "kind-$wl" get nodes -o name | grep -c . || true)"
 
 # --- 3. the undo: switch back during the soak (b -> a) ---
