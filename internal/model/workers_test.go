@@ -89,6 +89,9 @@ type worker struct {
 // startWorkers starts workers 1..n-1, each drawing ops operations at most
 // within budget; the caller draws its own share as worker 0.
 func startWorkers(t *testing.T, n int, seed uint64, ops int, budget time.Duration) []*worker {
+	if os.Getenv(envWorker) != "" && os.Getenv("KB_MODEL_TEST_WORKER_FAILS") == "1" {
+		t.Fatal("model worker: failing as KB_MODEL_TEST_WORKER_FAILS=1 asks (TestModelWorkers)")
+	}
 	var ws []*worker
 	for i := 1; i < n; i++ {
 		w := &worker{i: i, seed: workerSeed(seed, i), done: make(chan struct{})}
@@ -151,5 +154,40 @@ func collect(t *testing.T, ws []*worker, total *workerStats) {
 			total.Scripts += st.Scripts
 			total.Kills += st.Kills
 		}
+	}
+}
+
+// TestModelWorkers runs TestModel with two workers: the counters it
+// reports add the worker's to its own, and a worker that fails fails it
+// with the worker's output.
+func TestModelWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs TestModel twice")
+	}
+	run := func(extra ...string) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestModel$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), append([]string{"KB_MODEL_WORKERS=2", "KB_MODEL_OPS=40", "KB_MODEL_REPLAY=0", "KB_MODEL_SEED=3", "KB_MODEL_BUDGET=60s"}, extra...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run()
+	if err != nil {
+		t.Fatalf("TestModel with two workers: %v\n%s", err, out)
+	}
+	var own, total int
+	for _, line := range strings.Split(out, "\n") {
+		if _, rest, ok := strings.Cut(line, "this process: "); ok {
+			fmt.Sscanf(rest, "%d sequences, %d operations", new(int), &own)
+		}
+		if _, rest, ok := strings.Cut(line, "TestModel: "); ok {
+			fmt.Sscanf(rest, "%d sequences, %d operations", new(int), &total)
+		}
+	}
+	if !strings.Contains(out, "2 worker processes") || own == 0 || total <= own {
+		t.Fatalf("two workers: this process drew %d operations, the total says %d; want the worker's added:\n%s", own, total, out)
+	}
+	out, err = run("KB_MODEL_TEST_WORKER_FAILS=1")
+	if err == nil || !strings.Contains(out, "model worker 1 (seed") || !strings.Contains(out, "failing as KB_MODEL_TEST_WORKER_FAILS=1 asks") {
+		t.Fatalf("a failing worker: err %v; want the test failed with the worker's output:\n%s", err, out)
 	}
 }
