@@ -129,6 +129,6 @@ case $rc_next in
 esac
 check "a transaction is left open after the runbook's host reboot section" --has '[Nn]o (open )?transaction' -- kubectl-bundle-journal status
 check "slot a's registry does not serve after the engine restart" --has '"repositories"' -- \
-  curl -fsS "http://127.0.0.1:$(docker port kb-e2e-registry-a 5000/tcp | head -1 | sed 's/.*://')/v2/_catalog"
+  curl -fsS "http://127.0.0.1:$(docker port kb-e2e-registry-a 5000/tcp | sed -n '1s/.*://p')/v2/_catalog"
 check "slot a does not pass its gate after the engine restart" -- kubectl-bundle-gate --slot a -f "$gate" --timeout 5m
 echo "e2e-kind: host reboot: the engine restarted under slot a mid-update; the runbook's section converged (journal next --run exit $rc_next), the registry serves, the gate passes"
