@@ -15,10 +15,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/zst"
 )
 
 // Variable is the Zarf variable a package fit for blue/green declares.
@@ -86,8 +86,8 @@ func ReadFile(file string) (*Package, error) {
 // openTar is the tar stream of a package archive, zstd-compressed or not.
 func openTar(r io.Reader) (*tar.Reader, func(), error) {
 	br := bufio.NewReader(r)
-	if magic, _ := br.Peek(4); string(magic) == "\x28\xb5\x2f\xfd" {
-		dec, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+	if magic, _ := br.Peek(4); string(magic) == zst.Magic {
+		dec, err := zst.NewReader(br, 0)
 		if err != nil {
 			return nil, nil, err
 		}

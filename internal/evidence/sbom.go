@@ -15,11 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/verify"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/zst"
 )
 
 // Caps on the SBOM documents kept: one document, and all of them.
@@ -82,8 +81,8 @@ func ExtractSBOMs(pkg string, d *state.Dir, id string) ([]SBOMDocument, error) {
 	defer f.Close()
 	br := bufio.NewReader(f)
 	var r io.Reader = br
-	if magic, _ := br.Peek(4); string(magic) == "\x28\xb5\x2f\xfd" {
-		zr, err := zstd.NewReader(br, zstd.WithDecoderMaxWindow(128<<20), zstd.WithDecoderConcurrency(1))
+	if magic, _ := br.Peek(4); string(magic) == zst.Magic {
+		zr, err := zst.NewReader(br, 128<<20)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", pkg, err)
 		}

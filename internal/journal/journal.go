@@ -62,20 +62,28 @@ func (j *Journal) histPath() string { return j.dir.Join(Dir, HistoryFile) }
 // transaction whose end reached the history but whose file a crash left
 // behind counts as ended.
 func (j *Journal) Load() (*Transaction, error) {
+	t, _, err := j.LoadAndHistory()
+	return t, err
+}
+
+// LoadAndHistory is Load with the history it read to decide (nil when the
+// history was not read or did not parse): a reader of the whole state dir
+// reads the history once.
+func (j *Journal) LoadAndHistory() (*Transaction, *History, error) {
 	t, h, err := j.loadWithHistory()
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
 	if t == nil {
 		if open := h.OpenInHistory(); open != nil {
-			return nil, &LostError{Path: j.txnPath(), Open: *open, Rebuildable: j.rebuildLost(h) != nil, Cut: cutSinceBegin(h, open.TxnID)}
+			return nil, h, &LostError{Path: j.txnPath(), Open: *open, Rebuildable: j.rebuildLost(h) != nil, Cut: cutSinceBegin(h, open.TxnID)}
 		}
-		return nil, nil
+		return nil, h, nil
 	}
 	if last := h.Last(); last != nil && last.Seq > t.Seq && last.TxnID == t.ID && last.Type == EventEnd {
-		return nil, nil
+		return nil, h, nil
 	}
-	return t, nil
+	return t, h, nil
 }
 
 // loadWithHistory reads transaction.json (nil when there is none) and the

@@ -48,8 +48,10 @@ func Read(d *state.Dir) *Site {
 	s := &Site{Dir: d, slots: map[string]slotRead{}}
 	s.pointer, s.pointerPresent, s.pointerProblem = record.ReadActive(d)
 	s.sw, s.swProblem = record.ReadSwitch(d)
-	s.txn, s.txnErr = journal.New(d).Load()
-	s.history, s.historyErr = journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	s.txn, s.history, s.txnErr = journal.New(d).LoadAndHistory()
+	if s.history == nil {
+		s.history, s.historyErr = journal.ReadHistory(d.Join(journal.Dir, journal.HistoryFile))
+	}
 	s.names, s.namesErr = record.ListSlots(d)
 	for _, n := range s.names {
 		rec, err := record.LoadSlot(d, n)

@@ -16,7 +16,10 @@ import (
 // WriteFile replaces path atomically: temp file in the same dir, fsync,
 // rename, fsync of the dir. A reader sees the old or the new content, never a mix.
 func WriteFile(path string, data []byte) error {
-	if err := renameio.WriteFile(path, data, FileMode); err != nil {
+	// The temporary file is made in path's directory: without WithTempDir,
+	// renameio probes whether $TMPDIR could serve instead, with two more
+	// files and a rename at every write (and puts it there when it can).
+	if err := renameio.WriteFile(path, data, FileMode, renameio.WithTempDir(filepath.Dir(path))); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return SyncDir(filepath.Dir(path))

@@ -33,12 +33,18 @@ func ReadFile(p string, limit int64, noFollow bool) ([]byte, error) {
 	defer syscall.Close(fd)
 	// Sized by the file's length when it tells one (a history of some
 	// hundred KB read by every command: growing the buffer from 1 KB cost
-	// a copy and a zeroed allocation at each doubling); a file that grows
-	// meanwhile still reads to its end.
-	size := 1024
+	// a copy and a zeroed allocation at each doubling). The read stops at
+	// the length fstat told, without the call that would find the end: it
+	// is what the file held then, as a read an instant earlier would be
+	// (one call of five per file); a file whose length is not told reads
+	// to its end.
+	size, told := 1024, -1
 	var st syscall.Stat_t
 	if syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Size > 0 {
 		size = int(min(st.Size, 1<<30)) + 1
+		if st.Size < 1<<30 {
+			told = int(st.Size)
+		}
 		if limit >= 0 && int64(size) > limit+1 {
 			size = int(limit + 1)
 		}
@@ -63,6 +69,9 @@ func ReadFile(p string, limit int64, noFollow bool) ([]byte, error) {
 			break
 		}
 		b = b[:len(b)+n]
+		if len(b) == told {
+			break
+		}
 	}
 	return b, nil
 }

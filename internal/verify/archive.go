@@ -10,7 +10,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/zst"
 )
 
 // Limits on what one archive may hold; beyond them memory would grow with the input.
@@ -19,7 +19,6 @@ const (
 	MaxChecksumsSize    = 64 << 20
 	maxMemberProblems   = 5
 	zstdMaxWindow       = 128 << 20
-	zstdMagic           = "\x28\xb5\x2f\xfd"
 	tarBlock            = 512
 	controlChecksumsTxt = "checksums.txt"
 	controlZarfYAML     = "zarf.yaml"
@@ -93,9 +92,9 @@ func readArchive(ctx context.Context, br *bufio.Reader) *archiveResult {
 	head, _ := br.Peek(tarBlock)
 	var stream io.Reader
 	switch {
-	case len(head) >= 4 && string(head[:4]) == zstdMagic:
+	case len(head) >= 4 && string(head[:4]) == zst.Magic:
 		a.format = "zstd-compressed tar"
-		dec, err := zstd.NewReader(br, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))
+		dec, err := zst.NewReader(br, zstdMaxWindow)
 		if err != nil {
 			a.containerErr = fmt.Errorf("starting zstd: %w", err)
 			return a
