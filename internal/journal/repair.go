@@ -374,6 +374,21 @@ func cutSinceBegin(h *History, id string) bool {
 	return false
 }
 
+// CutSinceBegin reports whether the history acknowledges a loss of lines
+// while transaction id was open: a repair after its begin, or one recorded
+// under its id (its begin may be among the lines lost).
+func (h *History) CutSinceBegin(id string) bool {
+	if cutSinceBegin(h, id) {
+		return true
+	}
+	for _, ev := range h.Events {
+		if ev.Type == eventRepair && ev.TxnID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // writeRebuilt writes rt, rebuilt from the history, as transaction.json.
 func (j *Journal) writeRebuilt(rt *Transaction) error {
 	b, _ := json.MarshalIndent(rt, "", "  ")

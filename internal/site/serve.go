@@ -347,24 +347,40 @@ func (s *Site) ActiveRepair(prefer ...string) advice.Fix {
 
 // switchedAwayFrom reports whether a switch may have made another slot
 // than t's active: the switch record names another (or cannot be read),
-// or the history records a switch to another slot since t began.
+// the history cannot be read or acknowledges lines lost since t began (a
+// switch may have been among them), or the last switch since t began
+// went to another slot (one back to t's slot, as MovedOff advises, puts
+// the site where the update began). "Since t began" is by the history's
+// order from t's begin event, not by the clock (a clock stepped back
+// hides no switch); by the time of t's first step only when the history
+// no longer holds the begin.
 func (s *Site) switchedAwayFrom(t *journal.Transaction) bool {
 	if s.swProblem != nil || (s.sw != nil && s.sw.Target != "" && s.sw.Target != t.Slots.Active) {
 		return true
+	}
+	if s.historyErr != nil || (s.history != nil && s.history.CutSinceBegin(t.ID)) {
+		return true
+	}
+	events := s.events()
+	from := -1
+	for i, ev := range events {
+		if ev.TxnID == t.ID && ev.Type == journal.EventBegin {
+			from = i
+		}
 	}
 	var begun time.Time
 	if len(t.Steps) > 0 {
 		begun = t.Steps[0].StartedAt
 	}
-	for _, ev := range s.events() {
-		if ev.Type != "switch" || ev.Time.Before(begun) {
+	away := false
+	for i, ev := range events {
+		if ev.Type != "switch" || (from >= 0 && i < from) || (from < 0 && ev.Time.Before(begun)) {
 			continue
 		}
 		if what, rest, _ := strings.Cut(ev.Detail, " "); what == "to" || what == "back" {
-			if to, _, _ := strings.Cut(rest, " "); to != t.Slots.Active {
-				return true
-			}
+			to, _, _ := strings.Cut(rest, " ")
+			away = to != t.Slots.Active
 		}
 	}
-	return false
+	return away
 }

@@ -232,9 +232,10 @@ func (l linuxProcs) openers(p string, deleted bool) ([]Orphan, bool) {
 	if !l.readable() {
 		return nil, false
 	}
+	gone := deletedNames(p)
 	match := func(fdPath string) bool {
 		link, err := os.Readlink(fdPath)
-		return err == nil && link == p+" (deleted)"
+		return err == nil && gone[link]
 	}
 	if !deleted {
 		want, err := os.Stat(p)
@@ -274,7 +275,19 @@ func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
 	if err != nil {
 		return false, l.readable()
 	}
-	return link == p+" (deleted)", true
+	return deletedNames(p)[link], true
+}
+
+// deletedNames are the names the kernel may give a descriptor on the
+// removed p: "p (deleted)" by the path as it resolves, whatever path p was
+// reached by (a state dir behind a symlink is named by its real path),
+// and by p as given.
+func deletedNames(p string) map[string]bool {
+	names := map[string]bool{p + " (deleted)": true}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		names[filepath.Join(d, filepath.Base(p))+" (deleted)"] = true
+	}
+	return names
 }
 
 // mayHoldRemoved reports whether a process may still hold a flock on p
@@ -368,7 +381,7 @@ func (l linuxProcs) mayHoldDeleted(pid int, p string, ino uint64) bool {
 			continue
 		}
 		link, err := os.Readlink(fp)
-		return err != nil || link == p+" (deleted)"
+		return err != nil || deletedNames(p)[link]
 	}
 	return true
 }
