@@ -50,9 +50,11 @@ func (x *run) requireUpdate() error {
 			}
 			return kcli.Usage("%s: %v; nothing was changed", from, err)
 		}
-	} else if x.d != nil {
-		// config.yaml's wait, and the rest of config.yaml, as the steps
-		// will read it: a typo there is refused before anything begins.
+	}
+	if x.d != nil {
+		// config.yaml as the steps will read it (its wait, even when the
+		// flag or the environment overrides it: every setting is checked
+		// on loading): a typo there is refused before anything begins.
 		if _, err := slot.LoadConfig(x.d.Join("config.yaml"), os.Getenv, nil); err != nil {
 			return kcli.Usage("%v; nothing was changed: fix config.yaml, then run again", err)
 		}
