@@ -132,6 +132,13 @@ func (m *Manager) workload(ctx context.Context, cs kubernetes.Interface, slotNam
 	cl := capi.Clusters[cur.Cluster].DeepCopy()
 	w := &Workload{Slot: slotName, Cluster: name, Alias: m.Config.WorkloadAlias(name), Context: "kind-" + name, Server: cl.Server}
 	w.AliasContext = "kind-" + w.Alias
+	if w.Alias == name {
+		// A cluster named as its alias (an adopted site's airgap-wl): its
+		// own entries carry the slot, so that kind-airgap-wl is an alias
+		// the switch moves like any other, and another slot's copy never
+		// writes it.
+		w.Context = "kind-" + name + "@" + slotName
+	}
 	if m.Run != nil {
 		if port, err := runner.PublishedPort(ctx, m.Run, name+"-lb", "6443/tcp"); err == nil {
 			w.Server, w.Published = "https://"+net.JoinHostPort("127.0.0.1", port), true

@@ -10,6 +10,7 @@ import (
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 )
 
@@ -49,9 +50,16 @@ func workloadKubeconfig(ctx context.Context, cmd *cli.Command, s *session) error
 	if cmd.String("file") != "" && cmd.Bool("merge") {
 		return kcli.Usage("--file and --merge exclude each other")
 	}
+	// The pointer read strictly: a damaged or lost one is said with its
+	// repair (never "no slot is active"), and with --slot it gives no
+	// slot the alias.
+	active, aerr := site.Read(s.dir).Active()
 	name := cmd.String("slot")
 	if name == "" {
-		if name = s.active(); name == "" {
+		if aerr != nil {
+			return aerr
+		}
+		if name = active; name == "" {
 			return errkind.New(errkind.Usage, "no slot is active: name the slot with --slot")
 		}
 	}
@@ -62,7 +70,7 @@ func workloadKubeconfig(ctx context.Context, cmd *cli.Command, s *session) error
 	if len(ws) == 0 {
 		return errkind.New(errkind.Environment, "slot %s runs no workload cluster (config.yaml's workloadClusters names none)", name)
 	}
-	if name != s.active() {
+	if aerr != nil || name != active {
 		// The stable alias context follows the slot that serves (the
 		// switch moves it): another slot's clusters come under their own
 		// names only, or kind-airgap-wl would name a cluster that does not

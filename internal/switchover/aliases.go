@@ -256,8 +256,9 @@ func (s *Switcher) moveWorkloadContexts(ctx context.Context, target string) {
 
 // isWorkloadAlias says whether context name of cfg is a workload alias
 // the switch moves: its cluster entry is another context's of the same
-// name pattern, kind-<cluster> (written by MergeWorkloads).
+// name pattern, kind-<cluster> (written by MergeWorkloads): kind-<alias>-<slot>,
+// or kind-<alias>@<slot> for a cluster named as its alias.
 func isWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
 	c := cfg.Contexts[name]
-	return c != nil && c.Cluster != name && strings.HasPrefix(c.Cluster, name+"-")
+	return c != nil && c.Cluster != name && (strings.HasPrefix(c.Cluster, name+"-") || strings.HasPrefix(c.Cluster, name+"@"))
 }

@@ -77,3 +77,26 @@ func TestPointAliasHonoursKubeconfigList(t *testing.T) {
 		t.Error("pointing at a context that does not exist succeeded")
 	}
 }
+
+// The switch moves kind-airgap-wl whether it names a suffixed cluster
+// (airgap-wl-b) or an adopted site's cluster named as its alias, whose
+// entries carry the slot (kind-airgap-wl@a); a cluster's own context is
+// no alias.
+func TestIsWorkloadAlias(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	for name, cluster := range map[string]string{
+		"kind-airgap-wl":    "kind-airgap-wl@a",
+		"kind-airgap-wl@a":  "kind-airgap-wl@a",
+		"kind-other":        "kind-other-b",
+		"kind-other-b":      "kind-other-b",
+		"kind-airgap-wlx":   "kind-airgap-wlx",
+		"kind-airgap-mgmt2": "kind-airgap-mgmt",
+	} {
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: cluster}
+	}
+	for name, want := range map[string]bool{"kind-airgap-wl": true, "kind-airgap-wl@a": false, "kind-other": true, "kind-other-b": false, "kind-airgap-wlx": false, "kind-airgap-mgmt2": false, "kind-none": false} {
+		if got := isWorkloadAlias(cfg, name); got != want {
+			t.Errorf("isWorkloadAlias(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
