@@ -104,6 +104,9 @@ func startWorkers(t *testing.T, n int, seed uint64, ops int, budget time.Duratio
 			"KB_MODEL_OPS="+strconv.Itoa(ops),
 			"KB_MODEL_BUDGET="+budget.String())
 		w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.out
+		// A worker killed at its deadline whose children still hold the
+		// output pipe does not hang the collection.
+		w.cmd.WaitDelay = 10 * time.Second
 		if err := w.cmd.Start(); err != nil {
 			cancel()
 			t.Fatalf("starting model worker %d: %v", i, err)
