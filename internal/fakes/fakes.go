@@ -50,6 +50,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // Environment variables the fakes read.
@@ -156,7 +158,7 @@ func withState(dir string, fn func(s *State) error) error {
 	}
 	p := filepath.Join(dir, "state.json")
 	s := &State{MemTotal: 16 << 30, Containers: map[string]*Container{}}
-	if data, err := os.ReadFile(p); err == nil {
+	if data, err := state.ReadFile(p, -1, false); err == nil {
 		if err := json.Unmarshal(data, s); err != nil {
 			return fmt.Errorf("fake state %s: %w", p, err)
 		}
@@ -262,7 +264,7 @@ func (m *Machine) Port(container, answer string) error {
 }
 
 func (m *Machine) lines(file string) []string {
-	b, err := os.ReadFile(filepath.Join(m.Dir, file))
+	b, err := state.ReadFile(filepath.Join(m.Dir, file), -1, false)
 	if err != nil {
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // An operation is one line, readable and replayable:
@@ -68,7 +70,7 @@ func (f *Files) Damage(target, kind string) (bool, error) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return false, nil
 	}
-	b, err := os.ReadFile(p)
+	b, err := state.ReadFile(p, -1, false)
 	if err != nil {
 		return false, err
 	}
@@ -117,7 +119,7 @@ func (f *Files) DamageStaged(base, kind string) (bool, error) {
 	p := matches[0]
 	switch kind {
 	case "truncate":
-		b, err := os.ReadFile(p)
+		b, err := state.ReadFile(p, -1, false)
 		if err != nil {
 			return false, err
 		}

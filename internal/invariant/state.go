@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // The state dir as the checks read it: raw, so that damage does not stop
@@ -115,7 +117,7 @@ func readRegular(p string) (b []byte, exists, ok bool) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil, true, false
 	}
-	b, err = os.ReadFile(p)
+	b, err = state.ReadFile(p, -1, false)
 	return b, true, err == nil
 }
 
@@ -131,7 +133,7 @@ func (f *Files) readFile(p string) ([]byte, error) {
 	if m, hit := f.memo[key]; hit {
 		return m.followContent, m.followErr
 	}
-	b, err := os.ReadFile(p)
+	b, err := state.ReadFile(p, -1, false)
 	if f.memo == nil {
 		f.memo = map[string]memoFile{}
 	}
@@ -429,7 +431,7 @@ func (f *Files) StagedUsable(digest string) bool {
 		if strings.HasSuffix(n, ".sha256") || strings.HasSuffix(n, ".json") || e.IsDir() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, n))
+		b, err := state.ReadFile(filepath.Join(dir, n), -1, false)
 		if err != nil {
 			return false
 		}

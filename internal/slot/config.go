@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/offline"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/seed"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
 // Config is <state>/config.yaml: how slots are built. A flag beats an
@@ -249,7 +249,7 @@ func (e *ConfigError) ErrorKind() errkind.Kind { return errkind.Usage }
 // the flags (settings by name, as in EnvVars; empty values are unset).
 func LoadConfig(path string, getenv func(string) string, flags map[string]string) (*Config, error) {
 	c := Defaults()
-	data, err := os.ReadFile(path)
+	data, err := state.ReadFile(path, -1, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

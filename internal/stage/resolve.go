@@ -146,7 +146,7 @@ func Lookup(d *state.Dir, ref *Ref) (*Package, error) {
 	if !fi.IsDir() {
 		return nil, incomplete("%s is not a directory", dir)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	data, err := state.ReadFile(filepath.Join(dir, RecordFile), -1, false)
 	if err == nil {
 		err = json.Unmarshal(data, &p.Record)
 	}
@@ -266,7 +266,7 @@ func newestSigned(d *state.Dir) *Record {
 	ents, _ := os.ReadDir(d.Join(PackagesDir))
 	var best *Record
 	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(d.Join(PackagesDir), e.Name(), RecordFile))
+		data, err := state.ReadFile(filepath.Join(d.Join(PackagesDir), e.Name(), RecordFile), -1, false)
 		if err != nil {
 			continue
 		}

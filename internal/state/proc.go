@@ -202,7 +202,7 @@ func (l linuxProcs) readable() bool {
 // start is the process's start time in clock ticks after boot (field 22
 // of stat, counted after the command name, which may hold spaces).
 func (l linuxProcs) start(pid int) string {
-	b, err := os.ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "stat"))
+	b, err := ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "stat"), -1, false)
 	if err != nil {
 		return ""
 	}
@@ -219,7 +219,7 @@ func (l linuxProcs) start(pid int) string {
 }
 
 func (l linuxProcs) command(pid int) string {
-	b, err := os.ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "cmdline"))
+	b, err := ReadFile(filepath.Join(l.root, strconv.Itoa(pid), "cmdline"), -1, false)
 	if err != nil {
 		return ""
 	}
@@ -300,7 +300,7 @@ func deletedNames(p string) map[string]bool {
 // took the other flocks hold no descriptor on the removed p
 // (mayHoldDeleted). true when /proc/locks cannot be read or parsed.
 func (l linuxProcs) mayHoldRemoved(p string) bool {
-	b, err := os.ReadFile(filepath.Join(l.root, "locks"))
+	b, err := ReadFile(filepath.Join(l.root, "locks"), -1, false)
 	if err != nil {
 		return true
 	}
