@@ -156,6 +156,14 @@ func (x *run) beginOnActive(verb string) error {
 	}
 	active := x.activeSlot()
 	if active == "" {
+		// A journal that cannot be read, or a history cut from outside,
+		// is said first, with its repair: it is the way on, not a switch
+		// (the slot list reads no journal).
+		if cut, err := journal.New(x.d).CutHistory(); err != nil {
+			return x.refuse(exitOf(errkind.Of(err)), err.Error())
+		} else if cut != nil {
+			return x.refuse(exitOf(errkind.Of(cut)), cut.Error())
+		}
 		return x.refuse(exitOf(errkind.Environment), fmt.Sprintf("no active slot: %s %s the active slot (%s; %s)", x.r.strategy, verb, x.d.Plugin("slot", "list"), x.d.Plugin("switch", "to", "SLOT")))
 	}
 	args := append([]string{"begin", "--strategy", string(x.r.strategy), "--package", x.r.pkg, "--active", active}, x.r.begin...)
