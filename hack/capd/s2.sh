@@ -15,8 +15,13 @@
 #      failed requests against slot a's workload meanwhile (goal 0), the
 #      time until kb-capd-wl-b is Available, slot b's memory (peak, sampled
 #      every 5 s, and at the end) against the prediction;
-#   3. the switch: the loop's target moves to slot b's workload; failed
-#      requests across it (goal 0);
+#   3. the switch, by the plugins: kubectl bundle-switch to b (slot b's
+#      gate recorded first), the loop's target moved to slot b's workload;
+#      failed requests across it (goal 0); the workload context
+#      kind-kb-capd-wl, merged by kubectl bundle-slot workload-kubeconfig
+#      while slot a served, must name kb-capd-wl-b's nodes after the
+#      switch, kb-capd-wl-a's after kubectl bundle-switch back, and
+#      kb-capd-wl-b's again after the switch to b and its accept;
 #   4. the retire (accept): kubectl bundle-slot losses a, then
 #      kubectl bundle-slot destroy a --yes; failed requests against slot b's
 #      workload meanwhile.
@@ -38,6 +43,37 @@ loop_start "@$work/active-url" "$work/loop.txt"
 loop_baseline "$work/loop.txt" "slot b is built"
 export KUBECONFIG="$KB_CAPD_KUBECONFIG"
 kind_slot_state a
+# The switch's gate: the providers run (no registry here: the slots'
+# records name none, so the switch moves the contexts only).
+cat >"$work/gate.yaml" <<'EOF'
+apiVersion: kubectl-bundle.dev/v1alpha1
+kind: Gate
+metadata: {name: capd-providers}
+spec:
+  checks:
+  - name: capi
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capi-system, name: capi-controller-manager}
+  - name: capd
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capd-system, name: capd-controller-manager}
+EOF
+plugin kubectl-bundle-gate --slot a --record -f "$work/gate.yaml" --timeout 2m || die "slot a's gate"
+plugin kubectl-bundle-switch to a || die "switch to a"
+plugin kubectl-bundle-switch accept || die "accept a"
+plugin kubectl-bundle-slot workload-kubeconfig --merge || die "slot workload-kubeconfig --merge (slot a)"
+# wl_ctx_check WHEN SLOT: context kind-kb-capd-wl reaches the workload
+# cluster of SLOT (its nodes are kb-capd-wl-SLOT-*).
+wl_ctx_check() {
+  local nodes server cl
+  nodes=$(kubectl --context kind-kb-capd-wl get nodes -o name 2>"$work/wl-ctx.err" | sed 's|^node/||' | tr '\n' ' ')
+  cl=$(kubectl config view -o jsonpath='{.contexts[?(@.name=="kind-kb-capd-wl")].context.cluster}')
+  server=$(kubectl config view -o jsonpath="{.clusters[?(@.name==\"$cl\")].cluster.server}")
+  result "context kind-kb-capd-wl $1: nodes / server" "${nodes:-none} / $server"
+  case "$nodes" in
+  *"kb-capd-wl-$2-"*) ;;
+  *) die "context kind-kb-capd-wl $1 reaches ${nodes:-no node} ($(cat "$work/wl-ctx.err")), not slot $2's workload cluster kb-capd-wl-$2" ;;
+  esac
+}
+wl_ctx_check "while slot a serves" a
 mem_a=$(mem_of "^($a-|kb-capd-wl-a-)")
 result "memory: slot a (management + workload cluster) (MiB)" "$mem_a"
 
@@ -61,12 +97,32 @@ result "memory: slot a at the end (MiB)" "$(mem_of "^($a-|kb-capd-wl-a-)")"
 result "memory: both slots, all containers (MiB)" "$(mem_of '^kb-capd-')"
 loop_report "$work/loop.txt" "against slot a while slot b was built" "$t_ms"
 
-# --- 3. the switch: the workload's clients move to slot b's ---
+# --- 3. the switch: the plugins move the contexts, the workload's
+# clients move to slot b's ---
+kind_slot_state b
+plugin kubectl-bundle-gate --slot b --record -f "$work/gate.yaml" --timeout 2m || die "slot b's gate"
 t_ms=$(now_ms)
+t=$(now)
+rc=0
+plugin kubectl-bundle-switch to b || rc=$?
+result "switch to b: exit / duration (s)" "$rc / $(secs "$t")"
+[ "$rc" = 0 ] || die "switch to b exited $rc"
 echo "$url_b" >"$work/active-url.new"
 mv "$work/active-url.new" "$work/active-url"
+wl_ctx_check "after the switch to b" b
 sleep 20
 loop_report "$work/loop.txt" "across the switch (20 s)" "$t_ms"
+
+# The revert during the soak, and the switch again.
+t=$(now)
+rc=0
+plugin kubectl-bundle-switch back --gate "$work/gate.yaml" --gate-timeout 2m || rc=$?
+result "switch back (b -> a): exit / duration (s)" "$rc / $(secs "$t")"
+[ "$rc" = 0 ] || die "switch back exited $rc"
+wl_ctx_check "after the switch back to a" a
+plugin kubectl-bundle-switch to b || die "switch to b, again"
+plugin kubectl-bundle-switch accept || die "accept b"
+wl_ctx_check "after the switch to b again and its accept" b
 
 # --- 4. the retire of slot a ---
 kubectl-bundle-slot losses a >"$work/losses.txt" 2>&1 || true
