@@ -135,7 +135,7 @@ func Current(d *state.Dir) string {
 	if id, _, ok := strings.Cut(os.Getenv(envStep), "/"); ok && ValidID(id) == nil {
 		return id
 	}
-	t, err := site.Read(d).Txn()
+	t, err := site.ReadTxn(d)
 	if err != nil || t == nil {
 		return ""
 	}

@@ -153,7 +153,7 @@ func run(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) error {
 			}
 			// The journal's own damage (a history cut, a lost transaction)
 			// is named before any refusal of the slot's (its repair first).
-			if _, err := site.Read(ss.Dir).Txn(); err != nil {
+			if _, err := site.ReadTxn(ss.Dir); err != nil {
 				return err
 			}
 			switch cut, err := journal.New(ss.Dir).CutHistory(); {

@@ -191,7 +191,7 @@ func (x *run) load() error {
 // evidence: once a transaction is open, this run's output also goes to
 // its evidence (output.log). Best effort: evidence never stops a run.
 func (x *run) evidence() {
-	t, err := site.Read(x.d).Txn()
+	t, err := site.ReadTxn(x.d)
 	if err != nil || t == nil {
 		return
 	}
@@ -308,7 +308,7 @@ func (x *run) goTo(pc string) error {
 
 // txn is the open transaction (nil: none).
 func (x *run) txn() *journal.Transaction {
-	t, _ := site.Read(x.d).Txn()
+	t, _ := site.ReadTxn(x.d)
 	return t
 }
 
@@ -547,7 +547,7 @@ func rebuildStep(streams kcli.IOStreams, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	t, err := site.Read(s.dir).Txn()
+	t, err := site.ReadTxn(s.dir)
 	s.close()
 	if err != nil {
 		return err

@@ -378,7 +378,7 @@ func (x *run) bgRevert() error {
 		if t == nil {
 			// A transaction lost (transaction.json gone, the history
 			// says it is open) is damage, never "nothing to revert".
-			if _, err := site.Read(x.d).Txn(); err != nil {
+			if _, err := site.ReadTxn(x.d); err != nil {
 				return x.refuse(kcli.ExitCode(err), err.Error())
 			}
 			if out, _ := x.output("switch", "status", "-o", "jsonpath={.mode}/{.phase}"); out == "repoint/ACCEPTED" {

@@ -97,7 +97,7 @@ func evidenceCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		}
 		return nil
 	case cmd.Bool("path"):
-		t, err := site.Read(s.dir).Txn()
+		t, err := site.ReadTxn(s.dir)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ type evidencePath struct {
 
 // defaultEvidence is the open transaction, else the newest with evidence.
 func defaultEvidence(s *session) (string, error) {
-	if t, err := site.Read(s.dir).Txn(); err == nil && t != nil {
+	if t, err := site.ReadTxn(s.dir); err == nil && t != nil {
 		return t.ID, nil
 	}
 	ids, err := evidence.List(s.dir)

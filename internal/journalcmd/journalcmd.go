@@ -400,7 +400,7 @@ func status(streams kcli.IOStreams, cmd *cli.Command) error {
 	if cut, cerr := s.j.CutHistory(); cerr == nil && cut != nil {
 		return statusCut(streams, s, cut)
 	}
-	t, err := site.Read(s.dir).Txn()
+	t, err := site.ReadTxn(s.dir)
 	if err != nil {
 		return err
 	}
@@ -677,7 +677,7 @@ func step(streams kcli.IOStreams, cmd *cli.Command) error {
 		return err
 	}
 	defer s.close()
-	t, err := site.Read(s.dir).Txn()
+	t, err := site.ReadTxn(s.dir)
 	if err != nil {
 		return err
 	}
@@ -717,7 +717,7 @@ func abort(streams kcli.IOStreams, cmd *cli.Command) error {
 	}
 	defer s.close()
 	if cmd.Bool("force") {
-		if _, lerr := site.Read(s.dir).Txn(); errors.As(lerr, new(*journal.LostError)) {
+		if _, lerr := site.ReadTxn(s.dir); errors.As(lerr, new(*journal.LostError)) {
 			open, err := s.j.AbortLost()
 			if err != nil {
 				return err
@@ -808,7 +808,7 @@ func repairCmd(streams kcli.IOStreams, cmd *cli.Command) error {
 		fmt.Fprintln(streams.Out, "the journal reads fine: nothing to repair")
 		return nil
 	}
-	t, err := site.Read(s.dir).Txn()
+	t, err := site.ReadTxn(s.dir)
 	if err != nil {
 		return err
 	}

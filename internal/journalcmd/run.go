@@ -40,7 +40,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	if err != nil {
 		return err
 	}
-	t, err := site.Read(s.dir).Txn()
+	t, err := site.ReadTxn(s.dir)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func runStep(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command) erro
 	})
 	if ran {
 		// What the step changed, kept for the audit (best effort).
-		if t, lerr := site.Read(s.dir).Txn(); lerr == nil {
+		if t, lerr := site.ReadTxn(s.dir); lerr == nil {
 			keepEvidence(streams.ErrOut, s.dir, t)
 		}
 	}

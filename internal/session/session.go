@@ -72,7 +72,7 @@ func Open(o Options) (*Session, error) {
 	if s.lock, err = d.Lock(); err != nil {
 		var le *state.LockedError
 		if errors.As(err, &le) {
-			if t, lerr := site.Read(s.Dir).Txn(); lerr == nil && t != nil {
+			if t, lerr := site.ReadTxn(s.Dir); lerr == nil && t != nil {
 				return nil, errkind.Wrap(errkind.Conflict, fmt.Errorf("%w; transaction %s (%s) is open in phase %s (%s)",
 					err, t.ID, t.Strategy, t.Phase, t.Status))
 			}

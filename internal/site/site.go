@@ -230,3 +230,9 @@ func (s *Site) WorkloadOwners() map[string][]string {
 	}
 	return out
 }
+
+// ReadTxn is Read(d).Txn() without reading the rest of the site: the
+// open transaction (nil when none), or the journal's damage.
+func ReadTxn(d *state.Dir) (*journal.Transaction, error) {
+	return journal.New(d).Load()
+}

@@ -306,7 +306,7 @@ func preflight(ctx context.Context, cmd *cli.Command, s *session) error {
 		}
 		mode := cmd.String("switch-mode")
 		if !cmd.IsSet("switch-mode") {
-			if t, err := site.Read(s.dir).Txn(); err == nil && t != nil {
+			if t, err := site.ReadTxn(s.dir); err == nil && t != nil {
 				mode = t.SwitchMode
 			}
 		}

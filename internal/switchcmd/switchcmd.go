@@ -251,7 +251,7 @@ func back(ctx context.Context, cmd *cli.Command, s *session) error {
 // else the built-in gate and its 10m.
 func backGate(cmd *cli.Command, s *session) (file string, timeout time.Duration, err error) {
 	var recorded *journal.Gate
-	if t, err := site.Read(s.Dir).Txn(); err == nil && t != nil {
+	if t, err := site.ReadTxn(s.Dir); err == nil && t != nil {
 		recorded = t.Gate
 	}
 	file, tv := cmd.String("gate"), ""

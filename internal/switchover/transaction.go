@@ -14,7 +14,7 @@ func (s *Switcher) transaction() (*journal.Transaction, error) {
 	if s.Journal == nil {
 		return nil, nil
 	}
-	return site.Read(s.Dir).Txn()
+	return site.ReadTxn(s.Dir)
 }
 
 // blueGreen returns t when it is a blue-green transaction: the only
