@@ -131,7 +131,8 @@ GO_TEST_TIMEOUT ?= 75m
 # The process-level TestInvariant (the binaries and the scripts, 0.2-1
 # operations/s) runs this long in make test; the in-process model
 # (internal/model TestModel) draws its 60,000 operations (at most 170 s)
-# there, and make fuzz runs both for INVARIANT_BUDGET.
+# there in one worker process a core (KB_MODEL_WORKERS=max), and make
+# fuzz runs both for INVARIANT_BUDGET.
 INVARIANT_TEST_BUDGET ?= 60s
 # The e2e suite runs the strategy scripts under dash (POSIX sh, as Debian's
 # /bin/sh; macOS's is bash 3.2): KB_E2E_SH="bash --posix" runs them under
@@ -153,8 +154,8 @@ test:
 	  echo '$(DARWIN_VET)' && $(DARWIN_VET); }; \
 	if ! tools; then echo stop >$(KIND_GO); echo "waiting for e2e-kind-core to stop"; wait $$kind; exit 1; fi; \
 	echo go >$(KIND_GO); rc=0; \
-	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./...'; \
-	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./... || rc=$$?; \
+	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_MODEL_WORKERS=max KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./...'; \
+	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_MODEL_WORKERS=max KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./... || rc=$$?; \
 	hack/lowcpu.sh $(MAKE) --no-print-directory fuzz FUZZTIME=2000x INVARIANT_BUDGET= || rc=$$((rc ? rc : 1)); \
 	echo "waiting for e2e-kind-core"; wait $$kind; echo "--- e2e-kind-core ($(KIND_LOG))"; cat $(KIND_LOG); \
 	krc=$$(cat $(KIND_LOG).rc 2>/dev/null || echo 1); [ "$$krc" = 0 ] || echo "e2e-kind-core FAILED (exit $$krc)"; \
