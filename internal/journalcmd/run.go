@@ -263,7 +263,7 @@ func confirmCommit(d *state.Dir, t *journal.Transaction, p journal.Phase) error 
 	}
 	if err != nil {
 		return &site.WorldError{Msg: fmt.Sprintf("refusing to commit transaction %s: %v; nothing was recorded; gate it again (%s) or re-run the script, which gates it again before it commits: %s",
-			t.ID, err, d.Plugin("gate", "--slot", t.Slots.Active, "--record"), rerunOf(d, t))}
+			t.ID, err, d.Plugin("gate", "--slot", t.Slots.Active, "--record"), site.Rerun(d, t))}
 	}
 	return nil
 }

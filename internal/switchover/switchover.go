@@ -314,7 +314,7 @@ func (s *Switcher) To(ctx context.Context, target string, force bool) (*Record, 
 		// the update (a PROVISIONED recorded done is a claim).
 		if bg := blueGreen(t); bg != nil && target == bg.Slots.Candidate {
 			if err := site.Read(s.Dir).Holds(target, bg.Target); errors.As(err, new(*site.WorldError)) {
-				return nil, fmt.Errorf("refusing to switch to slot %s for transaction %s: %w; nothing was switched; re-run the script, which deploys it again: %s apply", target, bg.ID, err, journal.ScriptPath(journal.BlueGreen))
+				return nil, fmt.Errorf("refusing to switch to slot %s for transaction %s: %w; nothing was switched; re-run the script, which deploys it again: %s", target, bg.ID, err, site.Rerun(s.Dir, bg))
 			}
 		}
 	}
