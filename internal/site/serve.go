@@ -149,7 +149,35 @@ func (s *Site) lostPointer() error {
 		return lost(passed, "the history records a switch and the record of slot "+passed+" says it passed its gate (before a deploy into it that did not finish)",
 			s.GateFirst(passed))
 	}
+	// No record vouches for a slot (the records were lost with the
+	// pointer), but the history's last switch went to a slot it says
+	// still exists: that slot served, and stays protected. Its record is
+	// rebuilt first when it is missing; then it is gated before the switch.
+	if n := s.lastSwitchTo(); n != "" && s.Lineage(n).Exists {
+		if _, err := s.Slot(n); errors.As(err, new(*record.NotFoundError)) {
+			return lost(n, "the history's last switch made slot "+n+" active, and its record is missing",
+				advice.Do(s.Dir.Plugin("slot", "repair", n)).Because("rebuilds its record from what runs; then this repair names the gate and the switch"))
+		}
+		if r, err := s.Slot(n); err == nil && r.Ready() {
+			return lost(n, "the history's last switch made slot "+n+" active", s.GateFirst(n))
+		}
+	}
 	return nil
+}
+
+// lastSwitchTo is the slot the history's last switch (to or back) went
+// to, "" when it records none.
+func (s *Site) lastSwitchTo() string {
+	to := ""
+	for _, ev := range s.events() {
+		if ev.Type != "switch" {
+			continue
+		}
+		if what, rest, _ := strings.Cut(ev.Detail, " "); what == "to" || what == "back" {
+			to, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	return to
 }
 
 // GateFirst is the forced switch to slot n that runs only once n passes
