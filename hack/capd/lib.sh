@@ -172,6 +172,22 @@ EOF
   done
 }
 
+# providers_gate: the gate of a bench slot, $work/gate.yaml: Cluster API's
+# and CAPD's controllers run (the bench's slots hold no package).
+providers_gate() {
+  cat >"$work/gate.yaml" <<'EOF'
+apiVersion: kubectl-bundle.dev/v1alpha1
+kind: Gate
+metadata: {name: capd-providers}
+spec:
+  checks:
+  - name: capi
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capi-system, name: capi-controller-manager}
+  - name: capd
+    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capd-system, name: capd-controller-manager}
+EOF
+}
+
 # mk MGMT ARGS...: kubectl in management cluster MGMT's node.
 mk() {
   local c=$1

@@ -81,17 +81,7 @@ result "memory: management a / b / workload machine (MiB)" "$(mem_of "^$a-contro
 # --- the site: slots a and b on the two management clusters, a active ---
 export KUBECTL_BUNDLE_STATE_DIR="$work/state" KUBECTL_BUNDLE_PROVIDER=existing KUBECONFIG="$KB_CAPD_KUBECONFIG"
 export KUBECTL_BUNDLE_ALIAS_CONTEXT=kb-capd-active NO_COLOR=1
-cat >"$work/gate.yaml" <<'EOF'
-apiVersion: kubectl-bundle.dev/v1alpha1
-kind: Gate
-metadata: {name: capd-providers}
-spec:
-  checks:
-  - name: capi
-    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capi-system, name: capi-controller-manager}
-  - name: capd
-    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capd-system, name: capd-controller-manager}
-EOF
+providers_gate
 for s in a b; do
   plugin kubectl-bundle-slot create "$s" --context "kind-kb-capd-$s" --kubeconfig "$KB_CAPD_KUBECONFIG" || die "slot create $s"
   plugin kubectl-bundle-gate --slot "$s" --record -f "$work/gate.yaml" --timeout 2m || die "slot $s's gate"

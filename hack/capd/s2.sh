@@ -45,17 +45,7 @@ export KUBECONFIG="$KB_CAPD_KUBECONFIG"
 kind_slot_state a
 # The switch's gate: the providers run (no registry here: the slots'
 # records name none, so the switch moves the contexts only).
-cat >"$work/gate.yaml" <<'EOF'
-apiVersion: kubectl-bundle.dev/v1alpha1
-kind: Gate
-metadata: {name: capd-providers}
-spec:
-  checks:
-  - name: capi
-    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capi-system, name: capi-controller-manager}
-  - name: capd
-    resource: {apiVersion: apps/v1, kind: Deployment, namespace: capd-system, name: capd-controller-manager}
-EOF
+providers_gate
 plugin kubectl-bundle-gate --slot a --record -f "$work/gate.yaml" --timeout 2m || die "slot a's gate"
 plugin kubectl-bundle-switch to a || die "switch to a"
 plugin kubectl-bundle-switch accept || die "accept a"

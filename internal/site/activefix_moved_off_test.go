@@ -4,9 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -23,15 +21,8 @@ import (
 // away (change 1, MovedOff) makes false: the switch record names slot b.
 func TestActiveFixAfterAForcedSwitchAway(t *testing.T) {
 	d := build(t, fixture{pointer: "!", sw: "SWITCHED b a", txn: "in-place DEPLOYING", slots: "ab"})
-	now := time.Date(2026, 12, 3, 10, 5, 0, 0, time.UTC)
 	// Slot a: the in-place deploy of the update started and was killed.
-	a := &record.Slot{Name: "a", Provider: "existing", Context: "a", State: "ready",
-		Package:   &record.PackageRef{Digest: digestV1, Deployed: now.Add(-time.Hour)},
-		Gate:      &record.GateResult{Gate: "default", Passed: true, Time: now.Add(-time.Hour), Package: digestV1},
-		Deploying: &record.DeployAttempt{Digest: strings.Repeat("2", 64), Started: now}}
-	if err := record.SaveSlot(d, a); err != nil {
-		t.Fatal(err)
-	}
+	halfDeployA(t, d)
 	s := site.Read(d)
 	_, err := s.Active()
 	var dmg *state.DamageError
