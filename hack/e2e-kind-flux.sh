@@ -11,8 +11,9 @@
 # from the optional ConfigMap kubectl-bundle-slot) from the slot's own
 # registry, where slot create seeded it from the package's OCI layout, the
 # signed bytes unchanged. The root OCIRepository and Kustomization are the
-# fixture's own (testdata/src/krops/flux-instance.yaml), pointed at the
-# slot's registry over HTTP. Cluster API's CRDs (Cluster, DockerCluster,
+# package's own (its flux-instance.yaml, which the site applies with
+# kubectl from an onDeploy action), pointed at the slot's registry over
+# HTTP. Cluster API's CRDs (Cluster, DockerCluster,
 # ClusterResourceSet from the modules hack/tools/capi pins) are applied
 # without its controllers: the Cluster object is what is looked for.
 #
@@ -82,7 +83,7 @@ flux_install() {
 flux_root() {
   local s=$1 ip
   ip=$(docker inspect -f '{{(index .NetworkSettings.Networks "kind").IPAddress}}' "kb-flux-registry-$s")
-  sed -e "s#^\( *\)url: oci://.*#\1url: oci://$ip:5000/krops-config\n\1insecure: true#" "$root/testdata/src/krops/flux-instance.yaml" >"$flux_dir/root-$s.yaml"
+  sed -e "s#^\( *\)url: oci://.*#\1url: oci://$ip:5000/krops-config\n\1insecure: true#" "$flux_dir/flux-instance.yaml" >"$flux_dir/root-$s.yaml"
   grep -q "url: oci://$ip:5000/krops-config" "$flux_dir/root-$s.yaml" || fail "the fixture's OCIRepository has no url: line to point at slot $s's registry"
   kubectl --context "kind-kb-flux-$s" apply -f "$flux_dir/root-$s.yaml" >/dev/null
 }
@@ -95,8 +96,8 @@ flux_clusters() {
 # flux_wait SLOT START: waits up to 5 minutes for slot SLOT's OCIRepository
 # to hold the artifact and for a Cluster object, recording both times.
 flux_wait() {
-  local s=$1 t0=$2 ctx=kind-kb-flux-$1 rev='' names='' i
-  for i in $(seq 300); do
+  local s=$1 t0=$2 ctx=kind-kb-flux-$1 rev='' names='' end=$((SECONDS + 300))
+  while :; do
     if [ -z "$rev" ]; then
       rev=$(kubectl --context "$ctx" -n flux-system get ocirepository krops-config -o jsonpath='{.status.artifact.revision}' 2>/dev/null || true)
       [ -z "$rev" ] || m "flux $s: artifact fetched" "$t0"
@@ -106,12 +107,17 @@ flux_wait() {
       m "flux $s: Cluster created" "$t0"
       break
     fi
-    [ "$i" != 300 ] || break
+    [ "$SECONDS" -lt "$end" ] || break
     sleep 1
   done
   check "slot $s's OCIRepository holds no artifact after 5 minutes" --has . -- \
     kubectl --context "$ctx" -n flux-system get ocirepository krops-config -o jsonpath='{.status.artifact.revision}'
   check "slot $s's Flux created no Cluster in 5 minutes" --has . -- flux_clusters "$s"
+  # Every Kustomization Ready: the clusters one's healthChecks name the
+  # Cluster as the root substituted it, and cni waits for it (dependsOn).
+  check "slot $s's Kustomizations are not all Ready in 3 minutes" --both -- \
+    kubectl --context "$ctx" -n flux-system wait --for=condition=Ready --timeout=180s kustomization/krops-config kustomization/clusters kustomization/cni
+  m "flux $s: Kustomizations Ready" "$t0"
 }
 
 flux_part() {
@@ -138,7 +144,8 @@ flux_part() {
 
   # The package's OCI layout (its images/ directory, the signed bytes)
   # seeds each slot's registry with the artifact under krops-config:latest.
-  tar --zstd -xf "$flux_pkg" -C "$flux_dir/layout" images
+  tar --zstd -xf "$flux_pkg" -C "$flux_dir/layout" images components/flux-instance.tar
+  tar -xOf "$flux_dir/layout/components/flux-instance.tar" flux-instance/files/0/flux-instance.yaml >"$flux_dir/flux-instance.yaml"
   art=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] | endswith("/krops-config:latest")) | .digest' "$flux_dir/layout/images/index.json")
   [ -n "$art" ] || fail "the slot-names package holds no krops-config:latest"
   cat >"$flux_dir/state/config.yaml" <<EOF

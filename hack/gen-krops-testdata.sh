@@ -40,8 +40,14 @@ if [ "${1:-}" = slot-names ]; then
     # shellcheck disable=SC2016
     sed -i 's/local-workload/${WORKLOAD_CLUSTER_NAME:=local-workload}/g' "$f"
   done
-  for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml"; do
-    printf '  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n' >>"$f"
+  # Also the root Kustomization that applies the tree (the package's
+  # flux-instance.yaml): the tree's Kustomizations name the workload
+  # cluster in their healthChecks. substituteStrategy: Always, or Flux
+  # substitutes nothing, not even the defaults, where no ConfigMap is
+  # (its default, WithVariables, needs one variable set; found by Flux on
+  # the bench, docs/krops.md).
+  for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml" "$work/pkg/flux-instance.yaml"; do
+    printf '  postBuild:\n    substituteStrategy: Always\n    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n' >>"$f"
   done
   gen oci-image "$work/pkg/demo-image.tar" docker.io/library/demo-app:1.0.0 amd64
   gen flux-artifact "$work/pkg/config-artifact.tar" localhost:5001/krops-config:latest "$work/config" \
