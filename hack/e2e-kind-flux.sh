@@ -24,7 +24,12 @@
 #      (WORKLOAD_CLUSTER_NAME=local-workload-b) before Flux runs, and slot
 #      b's Flux creates Cluster local-workload-b (its DockerCluster and
 #      infrastructureRef too), from the same artifact digest as slot a's;
-#      slot a's clusters are unchanged.
+#      slot a's clusters are unchanged; every Kustomization is Ready;
+#   3. slot a named afterwards: create a --package on the running slot
+#      writes WORKLOAD_CLUSTER_NAME=local-workload-a; at its next reconcile
+#      slot a's Flux creates Cluster local-workload-a and prunes
+#      local-workload (a rename, which under a running Cluster API is the
+#      deletion of the workload cluster).
 #
 # The names and the time Flux took (from the root objects' apply to the
 # OCIRepository's artifact and to the Cluster object) go to $measure.
@@ -208,6 +213,27 @@ EOF
       sed "s/^/flux $s: Kustomization /" | tee -a "$measure"
   done
   echo "e2e-kind: Flux: slot a's Cluster local-workload, slot b's local-workload-b, both from $art"
+
+  # --- slot a named afterwards: create a --package on the running slot ---
+  # Create writes the names into a slot created without them ("before
+  # the deploy that needs them"); here Flux has already created the
+  # default's Cluster. kustomize-controller does not watch the ConfigMap:
+  # the names apply at the next reconcile (asked for here, else at the
+  # interval), and prune: true then deletes Cluster local-workload, which
+  # under a running Cluster API deletes that workload cluster.
+  check "create a --package on the ready slot a did not write its Flux names" --both \
+    --has 'already created; the package.s Flux names written into it: flux-system/WORKLOAD_CLUSTER_NAME=local-workload-a' -- \
+    kubectl-bundle-slot create a --package "$flux_pkg"
+  check "slot a's ConfigMap does not say local-workload-a" --is local-workload-a -- \
+    kubectl --context kind-kb-flux-a -n flux-system get configmap kubectl-bundle-slot -o jsonpath='{.data.WORKLOAD_CLUSTER_NAME}'
+  t0=$(now)
+  kubectl --context kind-kb-flux-a -n flux-system annotate --overwrite kustomization krops-config clusters cni \
+    "reconcile.fluxcd.io/requestedAt=$(date +%s)" >/dev/null
+  local end=$((SECONDS + 180))
+  until [ "$(flux_clusters a 2>/dev/null)" = local-workload-a ] || [ "$SECONDS" -ge "$end" ]; do sleep 1; done
+  check "slot a's Flux did not replace Cluster local-workload by local-workload-a in 3 minutes" --is local-workload-a -- flux_clusters a
+  m "flux a: renamed by its ConfigMap" "$t0"
+  printf '%-28s %s (local-workload pruned)\n' "flux a: Cluster, renamed" "$(flux_clusters a)" | tee -a "$measure"
 
   for s in b a; do
     t=$(now)
