@@ -23,7 +23,7 @@ modhash    = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
 CACHED     = hack/tools/cached.sh
 KB_CACHE  := $(or $(KUBECTL_BUNDLE_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-bundle)
 
-.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-adopt e2e-kind-capd e2e-kind-core images release-snapshot releasetools test unit testbin install uninstall fuzz bench bench-e2e testdata trusted-root vet lint clean
+.PHONY: all build demo demo-kind docker docker-stop docs e2e-kind e2e-kind-adopt e2e-kind-capd e2e-kind-core e2e-kind-flux images release-snapshot releasetools test unit testbin install uninstall fuzz bench bench-e2e testdata trusted-root vet lint clean
 
 all: build
 
@@ -44,7 +44,7 @@ demo: build testbin
 ## e2e-kind: the plugins and scripts on real parts: a Docker engine (make docker's), real kind clusters from the node image built
 ## offline (hack/images/build.sh, cached by pin under ~/.cache/kubectl-bundle), the slots' registries, zarf deploying signed packages;
 ## the core (blue-green over two real clusters; make test runs it), then in-place.sh, recreate.sh and a kill inside a real deploy,
-## then adopt (e2e-kind-adopt)
+## then adopt (e2e-kind-adopt), then Flux on the bench (e2e-kind-flux)
 e2e-kind: build testbin $(TESTBIN)/kind
 	hack/docker/ensure.sh run hack/e2e-kind.sh all
 	hack/docker/ensure.sh run hack/capd/run.sh
@@ -69,6 +69,12 @@ demo-kind: build testbin
 ## zarf init and deploy by the real zarf), then blue-green.sh apply/revert/apply/accept over it (hack/e2e-kind-adopt.sh)
 e2e-kind-adopt: build testbin
 	hack/docker/ensure.sh run hack/e2e-kind.sh adopt
+
+## e2e-kind-flux: the part of e2e-kind that runs Flux on the bench: source-controller and kustomize-controller built offline from
+## hack/tools/flux (hack/flux/images.sh, cached by pin) reconcile the krops-shaped config artifact from each slot's registry; slot a's
+## Cluster object keeps the default name, slot b's gets the name slot create --package writes (hack/e2e-kind-flux.sh)
+e2e-kind-flux: build testbin $(TESTBIN)/kind
+	hack/docker/ensure.sh run hack/e2e-kind.sh flux
 
 ## e2e-kind-core: the part of e2e-kind that make test runs
 e2e-kind-core: build testbin
@@ -196,7 +202,7 @@ docs:
 ## lint: shellcheck every script (Debian's shellcheck, fetched into bin/testbin by hack/tools/shellcheck.sh when missing; the strategy
 ## scripts as POSIX sh), gofmt, and the plugins built for darwin/arm64
 lint:
-	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh hack/images/*.sh hack/capd/*.sh .ci/run && \
+	@sc=$$(hack/tools/shellcheck.sh) && $$sc scripts/*.sh hack/*.sh hack/tools/*.sh hack/bench/*.sh hack/docker/*.sh hack/images/*.sh hack/flux/*.sh hack/capd/*.sh .ci/run && \
 	$$sc -s sh -e SC3043 scripts/*.sh
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	@# The krops site runs macOS on arm64 too: what ships must compile there.

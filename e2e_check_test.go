@@ -167,7 +167,7 @@ printf '%s' "$checked"`)
 // a found line into a miss. Its checks go through check (hack/e2e-check.sh).
 func TestKindCoreChecksReadWholeOutputs(t *testing.T) {
 	early := regexp.MustCompile(`\|\s*(grep\s+(-[A-Za-z]+\s+)*-[A-Za-z]*q[A-Za-z]*|head)\b`)
-	for _, f := range []string{"hack/e2e-kind.sh", "hack/e2e-kind-more.sh", "hack/e2e-kind-adopt.sh"} {
+	for _, f := range []string{"hack/e2e-kind.sh", "hack/e2e-kind-more.sh", "hack/e2e-kind-adopt.sh", "hack/e2e-kind-flux.sh"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

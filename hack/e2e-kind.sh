@@ -18,6 +18,10 @@
 #   hack/e2e-kind.sh adopt  (make e2e-kind-adopt) only slot adopt of a site
 #                           built as stage-and-create-cluster.sh builds it,
 #                           then blue-green.sh over it (hack/e2e-kind-adopt.sh)
+#   hack/e2e-kind.sh flux   (make e2e-kind-flux) only Flux on the bench: each
+#                           slot's Flux reconciles the krops-shaped config
+#                           artifact from its registry; slot b's Cluster gets
+#                           slot b's name (hack/e2e-kind-flux.sh)
 #
 # Both run under hack/docker/ensure.sh run (a Docker engine that can run
 # --privileged).
@@ -32,8 +36,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$root/bin"
 PATH="$bin:$bin/testbin:$PATH"
 suite=${1:-all}
-case $suite in core | all | adopt) ;; *)
-  echo "usage: hack/e2e-kind.sh [core|all|adopt] [--after FILE]" >&2
+case $suite in core | all | adopt | flux) ;; *)
+  echo "usage: hack/e2e-kind.sh [core|all|adopt|flux] [--after FILE]" >&2
   exit 2
   ;;
 esac
@@ -119,6 +123,8 @@ esac
 
 # shellcheck source=hack/e2e-kind-adopt.sh
 . "$root/hack/e2e-kind-adopt.sh"
+# shellcheck source=hack/e2e-kind-flux.sh
+. "$root/hack/e2e-kind-flux.sh"
 
 cleanup() {
   rc=$?
@@ -131,6 +137,7 @@ cleanup() {
     kubectl-bundle-slot destroy "$s" --force --yes >/dev/null 2>&1 || true
   done
   adopt_cleanup "$rc"
+  flux_cleanup "$rc"
   docker ps -aq --filter label=dev.kubectl-bundle.e2e | xargs -r docker rm -f >/dev/null 2>&1 || true
   # Whatever a refused or failed destroy left of the bench's slots (the
   # kind nodes and registries carry the bench's name prefix): a next run's
@@ -215,6 +222,11 @@ EOF
 check "zarf package create (init)" --both -- in_dir "$work/init" zarf package create . --confirm --skip-sbom -o "$work/archives" --no-color \
   --set AGENT_IMAGE_DOMAIN= --set AGENT_IMAGE=kb-bench/zarf-agent --set "AGENT_IMAGE_TAG=$zarf_version"
 m "agent image + init package" "$t"
+if [ "$suite" = flux ]; then
+  flux_part
+  echo "e2e-kind $suite: PASS"
+  exit 0
+fi
 
 # The workload packages, v1 and v2: a Deployment and a Service of the
 # workload image, named without a registry as a site's package names it;
@@ -494,5 +506,8 @@ t=$(now)
 kubectl-bundle-slot destroy "$last" --force --yes
 m "slot destroy $last" "$t"
 check "containers left after destroy" --lacks '^kb-e2e-' -- docker ps -a --format '{{.Names}}'
-if [ "$suite" = all ]; then adopt_part; fi
+if [ "$suite" = all ]; then
+  adopt_part
+  flux_part
+fi
 echo "e2e-kind $suite: PASS"

@@ -30,8 +30,21 @@ create() { # OUTDIR [zarf flags...]
 # (docs/krops.md, "Two slots side by side"): the tree as the site's build
 # renames it when given ${WORKLOAD_CLUSTER_NAME:=local-workload} as the
 # name, and each Flux Kustomization substituting from the optional
-# ConfigMap kubectl-bundle-slot. Signed; into $out/slot-names.
-if [ "${1:-}" = slot-names ]; then
+# ConfigMap kubectl-bundle-slot with substituteStrategy: Always, the root
+# Kustomization that applies the tree (the package's flux-instance.yaml)
+# too: the tree's Kustomizations name the workload cluster in their
+# healthChecks. Without Always, Flux substitutes nothing, not even the
+# defaults, where no ConfigMap is (its default strategy, WithVariables,
+# needs one variable set; found by Flux on the bench, docs/krops.md).
+# slot-names-withvariables: the tree as the decision first had it (the
+# tree's Kustomizations only, Flux's default strategy), which preflight
+# warns of (flux-defaults). Signed; into $out/VARIANT.
+case ${1:-} in
+slot-names | slot-names-withvariables)
+  variant=$1 strategy='' roots=''
+  if [ "$variant" = slot-names ]; then
+    strategy='    substituteStrategy: Always\n' roots="$work/pkg/flux-instance.yaml"
+  fi
   mkdir -p "$work/pkg" "$work/config"
   cp "$src/zarf.yaml" "$src/flux-instance.yaml" "$work/pkg/"
   cp -R "$src/config/." "$work/config/"
@@ -40,17 +53,18 @@ if [ "${1:-}" = slot-names ]; then
     # shellcheck disable=SC2016
     sed -i 's/local-workload/${WORKLOAD_CLUSTER_NAME:=local-workload}/g' "$f"
   done
-  for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml"; do
-    printf '  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n' >>"$f"
+  for f in "$work/config/flux/clusters.yaml" "$work/config/flux/cni.yaml" $roots; do
+    printf '  postBuild:\n%b    substituteFrom:\n      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n' "$strategy" >>"$f"
   done
   gen oci-image "$work/pkg/demo-image.tar" docker.io/library/demo-app:1.0.0 amd64
   gen flux-artifact "$work/pkg/config-artifact.tar" localhost:5001/krops-config:latest "$work/config" \
     https://example.com/krops-config.git main@sha1:0000000000000000000000000000000000000000
-  rm -rf "$out/slot-names"
-  create "$out/slot-names" --signing-key "$keys/cosign.key" --signing-key-pass testpass
-  du -sh "$out/slot-names"
+  rm -rf "${out:?}/$variant"
+  create "$out/$variant" --signing-key "$keys/cosign.key" --signing-key-pass testpass
+  du -sh "$out/$variant"
   exit
-fi
+  ;;
+esac
 
 rm -rf "$out"
 mkdir -p "$out/unsigned" "$out/tampered" "$work/pkg"
@@ -68,4 +82,7 @@ gen tamper flux-layer-modified "$out/$name" "$out/tampered/flux-layer-modified.t
 # only the SBOM check fails; unsigned, as the signature would fail first).
 gen tamper sbom-missing-image "$out/unsigned/$name" "$out/tampered/sbom-missing-image.tar.zst"
 echo "config artifact $artifact" >"$out/README"
+# The slot-names variants, which the rm above took too.
+"$0" slot-names
+"$0" slot-names-withvariables
 du -sh "$out"

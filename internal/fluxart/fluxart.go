@@ -189,6 +189,14 @@ type Kustomization struct {
 	// SlotConfigMap (in the Kustomization's namespace), which each slot
 	// writes with its own values of the artifact's variables.
 	SlotSets bool `json:"slotSets,omitempty"`
+	// SubstituteStrategy is spec.postBuild.substituteStrategy ("" is
+	// Flux's default, WithVariables).
+	SubstituteStrategy string `json:"substituteStrategy,omitempty"`
+	// MaybeNoVariables: nothing sure to set a variable (no substitute
+	// entry, every substituteFrom optional) and substituteStrategy is not
+	// Always. Where none is set, Flux's default strategy substitutes
+	// nothing, not even ${VAR:=default}'s default.
+	MaybeNoVariables bool `json:"maybeNoVariables,omitempty"`
 }
 
 // SlotConfigMap is the ConfigMap a slot writes, in the namespace of each
@@ -213,6 +221,18 @@ func slotSets(refs []any) bool {
 	})
 }
 
+// allOptional says every substituteFrom entry is optional (read as any
+// YAML, as slotSets reads them): Flux may then find no variable at all.
+func allOptional(refs []any) bool {
+	return !slices.ContainsFunc(refs, func(r any) bool {
+		var ref struct {
+			Optional bool `json:"optional"`
+		}
+		b, err := json.Marshal(r)
+		return err != nil || json.Unmarshal(b, &ref) != nil || !ref.Optional
+	})
+}
+
 type fluxKustomization struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -227,8 +247,9 @@ type fluxKustomization struct {
 		HealthChecks []Ref  `json:"healthChecks"`
 		DependsOn    []Ref  `json:"dependsOn"`
 		PostBuild    *struct {
-			Substitute     map[string]string `json:"substitute"`
-			SubstituteFrom []any             `json:"substituteFrom"`
+			Substitute         map[string]string `json:"substitute"`
+			SubstituteFrom     []any             `json:"substituteFrom"`
+			SubstituteStrategy string            `json:"substituteStrategy"`
 		} `json:"postBuild"`
 	} `json:"spec"`
 }
@@ -296,6 +317,8 @@ func (t *Tree) Kustomizations() []Kustomization {
 			if p != nil {
 				out[len(out)-1].Substitute = p.Substitute
 				out[len(out)-1].SlotSets = slotSets(p.SubstituteFrom)
+				out[len(out)-1].SubstituteStrategy = p.SubstituteStrategy
+				out[len(out)-1].MaybeNoVariables = p.SubstituteStrategy != "Always" && len(p.Substitute) == 0 && allOptional(p.SubstituteFrom)
 			}
 		}
 	}
@@ -539,6 +562,12 @@ type Cluster struct {
 	// sets Variable (in KustomizationNamespace, where that ConfigMap is).
 	SlotSets               bool   `json:"slotSets,omitempty"`
 	KustomizationNamespace string `json:"kustomizationNamespace,omitempty"`
+	// DefaultUnsubstituted: where no slot writes SlotConfigMap (a site
+	// without the tool), Flux may substitute nothing and apply the name as
+	// ${VAR:=default}, which the API server refuses: the Kustomization
+	// substitutes with Flux's default strategy (WithVariables) and nothing
+	// else sets a variable (Kustomization.MaybeNoVariables).
+	DefaultUnsubstituted bool `json:"defaultUnsubstituted,omitempty"`
 	// NamedBy lists the Kustomizations whose healthChecks or dependsOn use
 	// its name ("KIND/NAME", healthChecks' kind Cluster or a dependsOn of
 	// a Kustomization whose name starts with it).
@@ -581,6 +610,7 @@ func (t *Tree) Clusters() ([]Cluster, error) {
 				} else {
 					c.Variable, c.Default = v, d
 					c.SlotSets, c.KustomizationNamespace = k.SlotSets, k.Namespace
+					c.DefaultUnsubstituted = k.SlotSets && k.MaybeNoVariables
 					if c.KustomizationNamespace == "" {
 						// Applied without one: into Flux's own namespace, as
 						// the site's bootstrap applies its Kustomizations.

@@ -199,20 +199,29 @@ func TestClustersNamedByAVariable(t *testing.T) {
 // optional SlotConfigMap lets each slot set the variable, in its own
 // namespace; another ConfigMap, or SlotConfigMap not optional (a site
 // without the tool would fail to reconcile), or an entry of another shape
-// does not.
+// does not. Where nothing else is sure to set a variable and the
+// strategy is Flux's default (WithVariables), a site without the
+// ConfigMap gets no substitution at all (DefaultUnsubstituted), as Flux
+// on the bench showed (docs/krops.md); substituteStrategy: Always, a
+// substitute entry or a substituteFrom that is not optional avoid it.
 func TestClustersTheSlotNames(t *testing.T) {
 	const v = "${WORKLOAD_CLUSTER_NAME:=local-workload}"
+	const slot = "      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n"
 	from := func(entries string) string { return "  postBuild:\n    substituteFrom:\n" + entries }
 	for name, c := range map[string]struct {
-		pb   string
-		sets bool
+		pb          string
+		sets, unsub bool
 	}{
-		"the slot's, optional":    {from("      - kind: ConfigMap\n        name: kubectl-bundle-slot\n        optional: true\n"), true},
-		"after another":           {from("      - {kind: Secret, name: s}\n      - {kind: ConfigMap, name: kubectl-bundle-slot, optional: true}\n"), true},
-		"not optional":            {from("      - kind: ConfigMap\n        name: kubectl-bundle-slot\n"), false},
-		"another ConfigMap":       {from("      - kind: ConfigMap\n        name: kb-slot\n        optional: true\n"), false},
-		"a Secret of that name":   {from("      - {kind: Secret, name: kubectl-bundle-slot, optional: true}\n"), false},
-		"an entry of other shape": {from("      - kubectl-bundle-slot\n"), false},
+		"the slot's, optional":    {from(slot), true, true},
+		"with Always":             {"  postBuild:\n    substituteStrategy: Always\n    substituteFrom:\n" + slot, true, false},
+		"with WithVariables":      {"  postBuild:\n    substituteStrategy: WithVariables\n    substituteFrom:\n" + slot, true, true},
+		"with a substitute entry": {"  postBuild:\n    substitute:\n      KB_DEFAULTS: \"on\"\n    substituteFrom:\n" + slot, true, false},
+		"after another":           {from("      - {kind: Secret, name: s}\n      - {kind: ConfigMap, name: kubectl-bundle-slot, optional: true}\n"), true, false},
+		"after another optional":  {from("      - {kind: Secret, name: s, optional: true}\n" + slot), true, true},
+		"not optional":            {from("      - kind: ConfigMap\n        name: kubectl-bundle-slot\n"), false, false},
+		"another ConfigMap":       {from("      - kind: ConfigMap\n        name: kb-slot\n        optional: true\n"), false, false},
+		"a Secret of that name":   {from("      - {kind: Secret, name: kubectl-bundle-slot, optional: true}\n"), false, false},
+		"an entry of other shape": {from("      - kubectl-bundle-slot\n"), false, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := read(t, siteTree(v, c.pb)).Clusters()
@@ -221,6 +230,9 @@ func TestClustersTheSlotNames(t *testing.T) {
 			}
 			if len(got) != 1 || got[0].Variable != "WORKLOAD_CLUSTER_NAME" || got[0].SlotSets != c.sets {
 				t.Fatalf("%+v, want one cluster named by WORKLOAD_CLUSTER_NAME, SlotSets %v", got, c.sets)
+			}
+			if got[0].DefaultUnsubstituted != c.unsub {
+				t.Errorf("DefaultUnsubstituted %v, want %v", got[0].DefaultUnsubstituted, c.unsub)
 			}
 			if c.sets && got[0].KustomizationNamespace != "flux-system" {
 				t.Errorf("namespace %q, want the Kustomization's, flux-system", got[0].KustomizationNamespace)

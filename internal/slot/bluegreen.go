@@ -85,6 +85,24 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 		}
 		rep.add("flux-names", true, "slot %s gives the package's Flux artifacts names of its own, written by slot create before the deploy: %s", candidate, strings.Join(names, ", "))
 	}
+	if arts, err := p.Flux(); err == nil {
+		var unsub []string
+		for _, a := range arts {
+			for _, c := range a.Clusters {
+				if c.DefaultUnsubstituted {
+					unsub = append(unsub, fmt.Sprintf("Kustomization %s/%s (workload cluster %s)", c.KustomizationNamespace, c.Kustomization, c.Name))
+				}
+			}
+		}
+		if len(unsub) > 0 {
+			// Not for this slot, which gets the ConfigMap: for a slot or a
+			// site that has none, where the same package then fails.
+			rep.Findings = append(rep.Findings, Finding{Check: "flux-defaults", OK: false, Message: fmt.Sprintf(
+				"%s: where no ConfigMap %s is (a site without the tool, a slot created without --package), Flux's default substituteStrategy (WithVariables) substitutes nothing, not even the defaults, and the name reaches the API server as ${VAR:=default}, which it refuses; "+
+					"give each such Kustomization postBuild.substituteStrategy: Always (Flux v2.9 and later) or one postBuild.substitute entry (docs/krops.md, \"Two slots side by side\")",
+				strings.Join(unsub, ", "), fluxart.SlotConfigMap)})
+		}
+	}
 	m.preflightTaken(ctx, rep, res.Candidate, candidate)
 }
 
