@@ -75,3 +75,11 @@ func FluxLine(settings []record.FluxSetting) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// fluxOrDefaults is FluxLine, or what a slot without settings gets.
+func fluxOrDefaults(settings []record.FluxSetting) string {
+	if len(settings) == 0 {
+		return "the artifact's defaults"
+	}
+	return FluxLine(settings)
+}

@@ -550,3 +550,32 @@ func TestDeployWritesAMissingSlotKubeconfigAgain(t *testing.T) {
 		t.Errorf("slot kubeconfig after the deploy: %v", err)
 	}
 }
+
+// Flux names are written into a slot created before without them, but
+// not into one that holds a package: its Flux reconciles names already,
+// and new ones would have it delete the workload clusters it made (found
+// running Flux on the bench: slot a renamed, its Cluster deleted).
+func TestCreateKeepsTheFluxNamesOfASlotThatHoldsAPackage(t *testing.T) {
+	m, _ := newManager(t)
+	ctx := context.Background()
+	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := slot.Load(m.Dir, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Package = &record.PackageRef{Digest: strings.Repeat("1", 64), Deployed: time.Now()}
+	if err := slot.Save(m.Dir, rec); err != nil {
+		t.Fatal(err)
+	}
+	names := []record.FluxSetting{{Namespace: "flux-system", Variable: "WORKLOAD_CLUSTER_NAME", Value: "local-workload-a", Default: "local-workload"}}
+	_, err = m.Create(ctx, "a", slot.CreateOptions{Flux: names})
+	if errkind.Of(err) != errkind.Conflict || !strings.Contains(fmt.Sprint(err), "would have Flux delete the workload clusters") {
+		t.Fatalf("create --package on a slot holding a package: %v (kind %v), want a conflict naming what Flux would delete", err, errkind.Of(err))
+	}
+	after, err := slot.Load(m.Dir, "a")
+	if err != nil || len(after.Flux) != 0 {
+		t.Fatalf("the record's Flux names after the refusal: %v (%v), want none", after.Flux, err)
+	}
+}
