@@ -170,14 +170,25 @@ func (s *Site) lostPointer() error {
 func (s *Site) lastSwitchTo() string {
 	to := ""
 	for _, ev := range s.events() {
-		if ev.Type != "switch" {
-			continue
-		}
-		if what, rest, _ := strings.Cut(ev.Detail, " "); what == "to" || what == "back" {
-			to, _, _ = strings.Cut(rest, " ")
+		if n, ok := switchedTo(ev); ok {
+			to = n
 		}
 	}
 	return to
+}
+
+// switchedTo is the slot a switch event (to or back; not accept) made
+// active: its detail is "to|back SLOT from PREVIOUS".
+func switchedTo(ev journal.Event) (string, bool) {
+	if ev.Type != "switch" {
+		return "", false
+	}
+	what, rest, _ := strings.Cut(ev.Detail, " ")
+	if what != "to" && what != "back" {
+		return "", false
+	}
+	to, _, _ := strings.Cut(rest, " ")
+	return to, true
 }
 
 // GateFirst is the forced switch to slot n that runs only once n passes
@@ -402,11 +413,10 @@ func (s *Site) switchedAwayFrom(t *journal.Transaction) bool {
 	}
 	away := false
 	for i, ev := range events {
-		if ev.Type != "switch" || (from >= 0 && i < from) || (from < 0 && ev.Time.Before(begun)) {
+		if (from >= 0 && i < from) || (from < 0 && ev.Time.Before(begun)) {
 			continue
 		}
-		if what, rest, _ := strings.Cut(ev.Detail, " "); what == "to" || what == "back" {
-			to, _, _ := strings.Cut(rest, " ")
+		if to, ok := switchedTo(ev); ok {
 			away = to != t.Slots.Active
 		}
 	}
