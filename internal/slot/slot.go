@@ -186,8 +186,8 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 			// would make the clusters of the new names and delete those it
 			// made (with Cluster API running, the workload clusters).
 			if old.Package != nil || old.Deploying != nil {
-				return old, errkind.New(errkind.Conflict, "slot %s holds a package (its Flux reconciles its names: %s): writing the names %s would have Flux delete the workload clusters it made and make others; nothing was changed; build the update in a slot that holds no package (kubectl bundle-slot destroy %s, then kubectl bundle-slot create %s --package PACKAGE), or deploy into this one as it is",
-					slotName, fluxOrDefaults(old.Flux), FluxLine(o.Flux), slotName, slotName)
+				return old, errkind.New(errkind.Conflict, "slot %s holds a package (its Flux reconciles its names: %s): writing the names %s would have Flux delete the workload clusters it made and make others; nothing was changed; build the update in a slot that holds no package (%s, then %s), or deploy into this one as it is",
+					slotName, fluxOrDefaults(old.Flux), FluxLine(o.Flux), m.Dir.Plugin("slot", "destroy", slotName), m.Dir.Plugin("slot", "create", slotName, "--package", "PACKAGE"))
 			}
 			if err := m.step(old, "create", "flux-names", func() error { return m.writeFluxSettings(ctx, old, o.Flux) }); err != nil {
 				return old, err
