@@ -839,7 +839,7 @@ func claimedByHand(streams kcli.IOStreams, s *session, t *journal.Transaction, p
 		if site.Read(s.dir).Proven(t, c) == nil {
 			return nil
 		}
-		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started", p, c.Command(s.dir), c.Change, c.Slot)
+		why = fmt.Sprintf("%s is recorded done only once the plugin that does it did it (%s: the strategy script runs it as the step; by hand, run it after recording the step started), and the history shows no %s of slot %s since the step started%s", p, c.Command(s.dir), c.Change, c.Slot, c.StageFirst(s.dir, t))
 	} else if site.SwitchOwned(t.Strategy, p) {
 		why = fmt.Sprintf("%s is recorded only by the switch plugin itself: %s records it", p, site.SwitchCommand(s.dir, t, p))
 	} else {

@@ -307,12 +307,6 @@ func runSequence(m *machine, seq invariant.Sequence, c *invariant.Counters) (*in
 // one check, removed with its fix (the kept regression then replays it).
 // docs/invariant.md lists them.
 var knownOpenBugs = []invariant.KnownBug{
-	// A blue-green transaction begun for one package whose steps were run
-	// by hand with another (VERIFIED staged V1, PROVISIONED deployed V1):
-	// the failed step's advice deploys the transaction's target, which was
-	// never staged (exit 2 as printed); it should name the staging first
-	// (found 7 December, kept: i3-step-advice-deploys-an-unstaged-target).
-	{"step-advice-deploys-unstaged-target", "I3: the command an error printed does not run as printed", "is not staged"},
 	// Issue 32, class 4, what is left: some errors' advice is still a
 	// string printed without the state dir, which is relative here (the
 	// repairs of damage, journal status's next command and the commonest

@@ -9,6 +9,7 @@ import (
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/journal"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/stage"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
 
@@ -52,6 +53,46 @@ func (c Claim) Command(d *state.Dir) advice.Cmd {
 		return d.Plugin("slot", "create", c.Slot)
 	}
 	return d.Plugin("slot", "destroy", c.Slot)
+}
+
+// StageFirst is what must come before c's command when c deploys a
+// package that is not staged (the plugin deploys staged packages only):
+// "" when it is staged or c deploys nothing, else a clause naming the
+// staging of t's package file with the material t was begun with.
+func (c Claim) StageFirst(d *state.Dir, t *journal.Transaction) string {
+	if c.Change != ChangeDeploy || d == nil || c.Digest == "" {
+		return ""
+	}
+	if _, err := stage.Lookup(d, &stage.Ref{Digest: c.Digest}); err == nil {
+		return ""
+	}
+	short := c.Digest
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	pkg := ""
+	if c.Digest == t.Target {
+		pkg = t.Package
+	}
+	if pkg == "" {
+		return fmt.Sprintf("; package %s is not staged: stage its file first (%s)", short, d.Plugin("verify", "--stage", "PACKAGE"))
+	}
+	_, v := Material(d, t)
+	from := ""
+	if v.Args() == nil && t.Fallback != "" {
+		// Begun without its material: the material the package slot
+		// Active holds was verified with (a wrong key fails closed).
+		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Fallback}); err == nil {
+			r := p.Record
+			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
+			from = fmt.Sprintf(" (with the material slot %s's package was verified with)", t.Slots.Active)
+		}
+	}
+	stageIt := d.Plugin("verify", "--stage", pkg).With(v.Args()...)
+	if v.Args() == nil {
+		return fmt.Sprintf("; package %s is not staged: stage %s first, with the material it is signed with (%s)", short, pkg, stageIt.With("--key", "KEY"))
+	}
+	return fmt.Sprintf("; package %s is not staged: stage it first%s: %s", short, from, stageIt)
 }
 
 // StepClaim is the claim of step p of t: which plugin records it done and
@@ -164,8 +205,8 @@ func (s *Site) Proven(t *journal.Transaction, c Claim) error {
 			}
 		}
 	}
-	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only once the plugin that does it did it (%s), and the history shows no %s of slot %s since the step started",
-		c.Phase, t.ID, c.Command(s.Dir), c.Change, c.Slot)}
+	return &ClaimError{fmt.Sprintf("step %s of transaction %s is recorded done only once the plugin that does it did it (%s), and the history shows no %s of slot %s since the step started%s",
+		c.Phase, t.ID, c.Command(s.Dir), c.Change, c.Slot, c.StageFirst(s.Dir, t))}
 }
 
 // WorldError is a recorded step the slot does not bear out.
