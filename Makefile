@@ -161,7 +161,9 @@ test:
 	if ! tools; then echo stop >$(KIND_GO); echo "waiting for e2e-kind-core to stop"; wait $$kind; exit 1; fi; \
 	echo go >$(KIND_GO); rc=0; \
 	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_MODEL_WORKERS=max KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./...'; \
-	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_MODEL_WORKERS=max KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./... || rc=$$?; \
+	rm -f $(TESTBIN)/model-report.txt; \
+	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_MODEL_WORKERS=max KB_MODEL_REPORT=$(TESTBIN)/model-report.txt KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) ./... || rc=$$?; \
+	cat $(TESTBIN)/model-report.txt 2>/dev/null || true; \
 	hack/lowcpu.sh $(MAKE) --no-print-directory fuzz FUZZTIME=2000x INVARIANT_BUDGET= || rc=$$((rc ? rc : 1)); \
 	echo "waiting for e2e-kind-core"; wait $$kind; echo "--- e2e-kind-core ($(KIND_LOG))"; cat $(KIND_LOG); \
 	krc=$$(cat $(KIND_LOG).rc 2>/dev/null || echo 1); [ "$$krc" = 0 ] || echo "e2e-kind-core FAILED (exit $$krc)"; \

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -392,11 +393,21 @@ func (x *run) finish(code int, why string) error {
 // pluginBin is the plugin's executable on PATH, as kubectl finds it:
 // kubectl-bundle-NAME, or kubectl-bundle_NAME, the one link krew makes.
 func pluginBin(name string) string {
-	if !onPath("kubectl-bundle-"+name) && onPath("kubectl-bundle_"+name) {
-		return "kubectl-bundle_" + name
+	key := os.Getenv("PATH") + "\x00" + name
+	if v, ok := pluginBins.Load(key); ok {
+		return v.(string)
 	}
-	return "kubectl-bundle-" + name
+	bin := "kubectl-bundle-" + name
+	if !onPath("kubectl-bundle-"+name) && onPath("kubectl-bundle_"+name) {
+		bin = "kubectl-bundle_" + name
+	}
+	pluginBins.Store(key, bin)
+	return bin
 }
+
+// pluginBins keeps pluginBin's answers by $PATH and name: a run looks its
+// plugins up once (the in-process model runs many runs in one process).
+var pluginBins sync.Map
 
 // onPath says an executable file named name is in a directory of $PATH.
 func onPath(name string) bool {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -21,20 +23,73 @@ func WriteFile(path string, data []byte) error {
 	// and makes the temporary file there when it can: a write killed half
 	// way then leaves nothing beside its target, which the crash tests
 	// ask of a staged package's directory (docs/invariant.md).
-	if err := renameio.WriteFile(path, data, FileMode); err != nil {
+	// The probe's answer is kept for the process, by directory: a
+	// command that writes one directory's files again and again (the
+	// in-process model's many) probes it once.
+	dir := filepath.Dir(path)
+	err := renameio.WriteFile(path, data, FileMode, renameio.WithTempDir(tempDirFor(dir)))
+	if err != nil {
+		if v, ok := tempDirs.LoadAndDelete(dir); ok && v.(string) != dir {
+			// $TMPDIR changed or went away since the probe: probe again.
+			err = renameio.WriteFile(path, data, FileMode, renameio.WithTempDir(tempDirFor(dir)))
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	return SyncDir(filepath.Dir(path))
+	return SyncDir(dir)
 }
 
-// SyncDir fsyncs a directory so that a rename or create in it survives a crash.
-func SyncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening %s to sync: %w", dir, err)
+// tempDirs holds, by directory, where its atomic writes make their
+// temporary files (tempDirFor).
+var tempDirs sync.Map
+
+// tempDirFor is where a write into dir makes its temporary file: $TMPDIR
+// when a file made there can be renamed into dir (so that a write killed
+// half way leaves nothing in dir), else dir itself; renameio's own
+// probe, answered once a process for each directory.
+func tempDirFor(dir string) string {
+	if v, ok := tempDirs.Load(dir); ok {
+		return v.(string)
 	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
+	td := dir
+	tmp := os.TempDir()
+	if src, err := os.CreateTemp(tmp, ".kb-probe"); err == nil {
+		name := src.Name()
+		src.Close()
+		dest := filepath.Join(dir, filepath.Base(name))
+		if os.Rename(name, dest) == nil {
+			td = tmp
+			os.Remove(dest)
+		} else {
+			os.Remove(name)
+		}
+	}
+	tempDirs.Store(dir, td)
+	return td
+}
+
+// SyncDir fsyncs a directory so that a rename or create in it survives a
+// crash (plain system calls: no os.File, whose poller setup costs more
+// than the sync of a small directory on tmpfs).
+func SyncDir(dir string) error {
+	var fd int
+	var err error
+	for {
+		if fd, err = syscall.Open(dir, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_DIRECTORY, 0); !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("opening %s to sync: %w", dir, &fs.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer syscall.Close(fd)
+	for {
+		if err = syscall.Fsync(fd); !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
