@@ -1,0 +1,93 @@
+package site_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
+)
+
+// lostSlot returns the slot a LostPointerError names, failing the test
+// when Active() reports no such loss.
+func lostSlot(t *testing.T, s *site.Site) (string, string) {
+	t.Helper()
+	_, err := s.Active()
+	var lp *site.LostPointerError
+	if !errors.As(err, &lp) {
+		return "", ""
+	}
+	return lp.Slot, lp.Fix.String()
+}
+
+// Attack 4 (lostPointer's fallback to the history's last switch,
+// f356a5e), "a forced switch back killed". Operator's steps: slot a
+// serves; blue-green switches to slot b (soak); b misbehaves and the
+// operator runs `kubectl bundle-switch back --force` (slot a's gate
+// cannot run), which is killed inside its move (the docker network
+// call); then a partial restore of the state dir loses the slot records,
+// switch.json and the pointer (the sequence the fix's own regression,
+// i1-destroy-after-records-and-pointer-lost, starts from).
+// What goes wrong: the forced switch back records its history event
+// "back --force (ungated) a from b" before it moves; switchedTo reads
+// its target as the word after "back": "--force". lastSwitchTo then
+// names slot "--force", which the history never created, and
+// lostPointer gives up: Active() says no slot is active, although the
+// history's switches say slot a or b serves. Nothing is protected
+// (`slot destroy a --yes` or `slot destroy b --yes` goes ahead, as the
+// kept i1 regression showed before its fix).
+// Expected: the event's target is slot a (or, the move unfinished, the
+// lost pointer names a slot that exists); never "no slot is active".
+func TestAttack4LostPointerAfterKilledForcedSwitchBack(t *testing.T) {
+	d := build(t, fixture{slots: "", history: []string{
+		"slot a create", "slot b create",
+		"switch a to a from none",
+		"switch b to b from a",
+		"switch a back --force (ungated) a from b",
+	}})
+	s := site.Read(d)
+	if n, _ := lostSlot(t, s); n != "a" && n != "b" {
+		active, err := s.Active()
+		t.Errorf("Active() = %q, %v after a forced switch back killed and the records lost: want a lost pointer naming slot a (the switch back's target) or b, with its repair (slot repair); the history's last switch event was read as a switch to slot %q", active, err, "--force")
+	}
+}
+
+// Attack 4 (lostPointer's fallback to the history's last switch,
+// f356a5e), "the serving slot's record damaged". Operator's steps: slot
+// a serves (switched to, the history says so); a partial restore of the
+// state dir loses switch.json and the pointer and leaves slot a's record
+// half written (truncated); slot b was destroyed long ago.
+// What goes wrong: the fallback handles the last switched slot's record
+// missing (slot repair first) and ready (gate first), but not damaged:
+// it falls through and Active() says no slot is active (no error), while
+// the switch record's own branch (couldServe) counts a damaged record as
+// a slot that may serve. The site then reads as fresh: no lost pointer
+// is reported, no repair is printed for it, and slot a is not protected
+// as the active slot.
+// Expected: a lost pointer naming slot a, whose repair rebuilds its
+// record first (slot repair a), as for a missing record.
+func TestAttack4LostPointerLastSwitchedRecordDamaged(t *testing.T) {
+	d := build(t, fixture{slots: "", history: []string{
+		"slot a create", "slot b create",
+		"switch a to a from none",
+		"switch b to b from a",
+		"switch a back a from b",
+		"slot b destroy",
+	}})
+	if _, err := d.MkdirAll("slots"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.Join("slots", "a.json"), []byte(`{"name":"a","provider":"exis`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := site.Read(d)
+	n, fix := lostSlot(t, s)
+	if n != "a" {
+		active, err := s.Active()
+		t.Fatalf("Active() = %q, %v: the history's last switch made slot a active and its record is damaged (not gone): want a lost pointer naming slot a, not a fresh site", active, err)
+	}
+	if !strings.Contains(fix, "slot repair a") {
+		t.Errorf("the lost pointer's repair is %q: want slot a's record rebuilt first (slot repair a)", fix)
+	}
+}
