@@ -5,7 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 )
 
@@ -89,5 +91,45 @@ func TestAttack4LostPointerLastSwitchedRecordDamaged(t *testing.T) {
 	}
 	if !strings.Contains(fix, "slot repair a") {
 		t.Errorf("the lost pointer's repair is %q: want slot a's record rebuilt first (slot repair a)", fix)
+	}
+}
+
+// Attack 4 (lostPointer, f356a5e: the history's last switch names the
+// serving slot only when no record vouches for one), "switch then
+// revert". Operator's steps: slot a serves; slot b (the update) is
+// switched to and misbehaves; the operator reverts with `kubectl
+// bundle-switch back` (slot a gated, serving again; slot b kept to look
+// at); later the operator gates slot b again (`gate --slot b --record`)
+// to see whether it is healthy now. Then a partial restore of the state
+// dir loses the pointer, switch.json and transaction.json (the slot
+// records and the history are whole).
+// What goes wrong: lostPointer names the slot whose gate passed last (b),
+// before it looks at the history, whose last switch is the revert to
+// slot a: the lost pointer is said to be slot b's, slot b is protected
+// as the serving slot, and the repair is `switch to b --force`: run as
+// printed, it puts back on service the update the operator reverted (the
+// regression), and slot a, which serves, is not the one protected.
+// Expected: the history's last switch (back to a) decides which slot
+// served: the lost pointer names slot a (switch to a --force).
+func TestAttack4LostPointerAfterRevertThenGateOfTheOtherSlot(t *testing.T) {
+	d := build(t, fixture{slots: "ab", history: []string{
+		"slot a create", "slot b create",
+		"switch a to a from none",
+		"switch b to b from a",
+		"switch a back a from b",
+	}})
+	// Slot b gated again after the revert: its pass is the latest.
+	r, err := record.LoadSlot(d, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Gate.Time = r.Gate.Time.Add(time.Hour)
+	if err := record.SaveSlot(d, r); err != nil {
+		t.Fatal(err)
+	}
+	s := site.Read(d)
+	n, fix := lostSlot(t, s)
+	if n != "a" || strings.Contains(fix, "switch to b") {
+		t.Errorf("lost pointer names slot %q, repair %q: the history's last switch was the revert to slot a (slot b is the reverted update, gated again only to look at it); want slot a, not a switch back to the regression", n, fix)
 	}
 }
