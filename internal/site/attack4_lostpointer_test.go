@@ -133,3 +133,41 @@ func TestAttack4LostPointerAfterRevertThenGateOfTheOtherSlot(t *testing.T) {
 		t.Errorf("lost pointer names slot %q, repair %q: the history's last switch was the revert to slot a (slot b is the reverted update, gated again only to look at it); want slot a, not a switch back to the regression", n, fix)
 	}
 }
+
+// Attack 4 (the history's last switch, f356a5e, read for a lost pointer
+// but not for a damaged one). Operator's steps: slot a served; a
+// blue-green update switched to slot b, which serves (soaking). A partial
+// restore loses switch.json, transaction.json and the slot records, and
+// leaves the active pointer damaged (two lines). The operator runs the
+// repairs as printed: first `kubectl bundle-slot repair a` (the first
+// slot the history says exists without a record), which rebuilds slot
+// a's record from what runs (ready, holding its package, no gate); then
+// the pointer's repair again.
+// What goes wrong: ActiveFix never asks the history which slot was
+// switched to last: with slot a the only readable record, its repair is
+// `kubectl bundle-gate --slot a && kubectl bundle-switch to a --force`:
+// run as printed, it takes slot b, the update that serves, off service
+// and puts slot a back (a revert nobody asked for), while slot b's own
+// record is still missing. The same site with the pointer missing rather
+// than damaged names slot b (lastSwitchTo).
+// Expected: the damaged pointer's repair follows the history's last
+// switch as the lost pointer's does: slot b's record rebuilt first, then
+// slot b gated and switched to; never a switch to slot a.
+func TestAttack4DamagedPointerRepairIgnoresLastSwitch(t *testing.T) {
+	d := build(t, fixture{pointer: "!", slots: "", history: []string{
+		"slot a create", "slot b create",
+		"switch a to a from none",
+		"switch b to b from a",
+	}})
+	// `slot repair a`, run as the first repair printed: slot a's record
+	// rebuilt from what runs, its package known, no gate.
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	if err := record.SaveSlot(d, &record.Slot{Name: "a", Provider: "existing", Context: "a", State: "ready",
+		Package: &record.PackageRef{Digest: digestV1, Deployed: now}}); err != nil {
+		t.Fatal(err)
+	}
+	got := pointerFix(t, d)
+	if strings.Contains(got, "switch to a") {
+		t.Errorf("the damaged pointer's repair is %q: the history's last switch made slot b active (its record is still missing); want slot b's record rebuilt, then slot b gated and switched to, not a switch that takes slot b off service for slot a", got)
+	}
+}
