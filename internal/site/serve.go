@@ -124,6 +124,28 @@ func (s *Site) lostPointer() error {
 		}
 		return nil
 	}
+	// The history's last switch went to a slot it says still exists:
+	// that slot served (a gate of another slot since, after a revert,
+	// does not make that one serve). Its record is rebuilt first when it
+	// is missing or damaged; it is switched to when it holds its pass,
+	// else gated first. A slot that is not ready serves nothing: then the
+	// gates decide.
+	if n := s.lastSwitchTo(); n != "" && s.Lineage(n).Exists {
+		r, err := s.Slot(n)
+		switch {
+		case errors.As(err, new(*record.NotFoundError)):
+			return lost(n, "the history's last switch made slot "+n+" active, and its record is missing",
+				advice.Do(s.Dir.Plugin("slot", "repair", n)).Because("rebuilds its record from what runs; then this repair names the gate and the switch"))
+		case err != nil:
+			return lost(n, "the history's last switch made slot "+n+" active, and its record is damaged",
+				advice.Do(record.RepairOf(s.Dir, n)).Because("rebuilds its record from what runs; then this repair names the gate and the switch"))
+		case r.Ready() && r.Gated():
+			return lost(n, "the history's last switch made slot "+n+" active and its record says it passed its gate",
+				advice.Do(s.Dir.Plugin("switch", "to", n, "--force")))
+		case r.Ready():
+			return lost(n, "the history's last switch made slot "+n+" active", s.GateFirst(n))
+		}
+	}
 	// A slot whose pass no longer holds (a deploy into it since did not
 	// finish) still says the site was switched, but is named only when no
 	// slot still holds its pass, and then gated before the switch.
@@ -149,19 +171,6 @@ func (s *Site) lostPointer() error {
 		return lost(passed, "the history records a switch and the record of slot "+passed+" says it passed its gate (before a deploy into it that did not finish)",
 			s.GateFirst(passed))
 	}
-	// No record vouches for a slot (the records were lost with the
-	// pointer), but the history's last switch went to a slot it says
-	// still exists: that slot served, and stays protected. Its record is
-	// rebuilt first when it is missing; then it is gated before the switch.
-	if n := s.lastSwitchTo(); n != "" && s.Lineage(n).Exists {
-		if _, err := s.Slot(n); errors.As(err, new(*record.NotFoundError)) {
-			return lost(n, "the history's last switch made slot "+n+" active, and its record is missing",
-				advice.Do(s.Dir.Plugin("slot", "repair", n)).Because("rebuilds its record from what runs; then this repair names the gate and the switch"))
-		}
-		if r, err := s.Slot(n); err == nil && r.Ready() {
-			return lost(n, "the history's last switch made slot "+n+" active", s.GateFirst(n))
-		}
-	}
 	return nil
 }
 
@@ -183,12 +192,18 @@ func switchedTo(ev journal.Event) (string, bool) {
 	if ev.Type != "switch" {
 		return "", false
 	}
-	what, rest, _ := strings.Cut(ev.Detail, " ")
+	what, _, _ := strings.Cut(ev.Detail, " ")
 	if what != "to" && what != "back" {
 		return "", false
 	}
-	to, _, _ := strings.Cut(rest, " ")
-	return to, true
+	if ev.Slot != "" {
+		return ev.Slot, true
+	}
+	// "WHAT [FLAGS] SLOT from PREVIOUS": flags such as "--force
+	// (ungated)" come before the slot.
+	head, _, _ := strings.Cut(ev.Detail, " from ")
+	f := strings.Fields(head)
+	return f[len(f)-1], true
 }
 
 // GateFirst is the forced switch to slot n that runs only once n passes
@@ -247,6 +262,14 @@ func (s *Site) ActiveFix() advice.Fix {
 		if r, err := s.Slot(t.Slots.Active); err == nil && r.Ready() {
 			return advice.Do(s.Dir.Plugin("switch", "to", t.Slots.Active, "--force")).Because(fmt.Sprintf("transaction %s (%s) updates slot %s and keeps the pointer on it while it is open: this writes the pointer back to slot %s (no gate: the update's run gates it)",
 				t.ID, t.Strategy, t.Slots.Active, t.Slots.Active))
+		}
+	}
+	// The history's last switch names the slot that served: its record
+	// lost or damaged is rebuilt first (the repair is decided again from
+	// it), never passed over for another slot's gate.
+	if n := s.lastSwitchTo(); n != "" && s.Lineage(n).Exists {
+		if _, err := s.Slot(n); err != nil {
+			return advice.Do(record.RepairOf(s.Dir, n)).Because("the history's last switch made slot " + n + " active and its record cannot be read: rebuilds it first; the pointer's repair is decided from it")
 		}
 	}
 	var cmds, all []advice.Cmd
@@ -347,6 +370,8 @@ func (s *Site) PointerRepair(active string, prefer ...string) advice.Fix {
 // empty slot vouches for nothing: the switch only makes the pointer
 // readable); with no slot, the pointer is removed.
 func (s *Site) ActiveRepair(prefer ...string) advice.Fix {
+	// After the callers' own, the slot the history last switched to.
+	prefer = append(slices.Clip(prefer), s.lastSwitchTo())
 	var ok, held, gated []string
 	for _, n := range s.names {
 		if r, err := s.Slot(n); err == nil && r.Ready() {
