@@ -235,7 +235,7 @@ func (l linuxProcs) openers(p string, deleted bool) ([]Orphan, bool) {
 	gone := deletedNames(p)
 	match := func(fdPath string) bool {
 		link, err := os.Readlink(fdPath)
-		return err == nil && gone[link]
+		return err == nil && gone(link)
 	}
 	if !deleted {
 		want, err := os.Stat(p)
@@ -275,19 +275,44 @@ func (l linuxProcs) fdDeleted(fd int, p string) (deleted, ok bool) {
 	if err != nil {
 		return false, l.readable()
 	}
-	return deletedNames(p)[link], true
+	return deletedNames(p)(link), true
 }
 
-// deletedNames are the names the kernel may give a descriptor on the
-// removed p: "p (deleted)" by the path as it resolves, whatever path p was
-// reached by (a state dir behind a symlink is named by its real path),
-// and by p as given.
-func deletedNames(p string) map[string]bool {
-	names := map[string]bool{p + " (deleted)": true}
-	if d, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-		names[filepath.Join(d, filepath.Base(p))+" (deleted)"] = true
+// deletedNames is the test of the name the kernel gives a descriptor
+// on the run lock p once p is gone from its path: "p (deleted)" by the
+// path as it resolves, whatever path p was reached by (a state dir behind
+// a symlink is named by its real path, even when p's own directory went
+// with it: the nearest ancestor that is left resolves), and by p as
+// given; or p moved aside in its directory ("run.lock.old", as journal
+// repair moves a damaged one: the run still holds its flock).
+func deletedNames(p string) func(link string) bool {
+	dirs := map[string]bool{filepath.Dir(p): true, filepath.Dir(resolveExisting(p)): true}
+	base := filepath.Base(p)
+	return func(link string) bool {
+		q, deleted := strings.CutSuffix(link, " (deleted)")
+		if !dirs[filepath.Dir(q)] {
+			return false
+		}
+		b := filepath.Base(q)
+		return (deleted && b == base) || strings.HasPrefix(b, base+".")
 	}
-	return names
+}
+
+// resolveExisting is p with its nearest existing ancestor's symlinks
+// resolved (p itself when none resolves).
+func resolveExisting(p string) string {
+	dir, rest := p, ""
+	for {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
 }
 
 // mayHoldRemoved reports whether a process may still hold a flock on p
@@ -381,7 +406,7 @@ func (l linuxProcs) mayHoldDeleted(pid int, p string, ino uint64) bool {
 			continue
 		}
 		link, err := os.Readlink(fp)
-		return err != nil || deletedNames(p)[link]
+		return err != nil || deletedNames(p)(link)
 	}
 	return true
 }
