@@ -2,6 +2,7 @@ package journalcmd
 
 import (
 	"fmt"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"os"
 	"strings"
 
@@ -163,6 +164,11 @@ func (x *run) beginOnActive(verb string) error {
 			return x.refuse(exitOf(errkind.Of(err)), err.Error())
 		} else if cut != nil {
 			return x.refuse(exitOf(errkind.Of(cut)), cut.Error())
+		}
+		// So is a damaged or lost pointer (the slot list names no active
+		// slot then): its repair is the way on.
+		if _, err := site.Read(x.d).Active(); err != nil {
+			return x.refuse(exitOf(errkind.Of(err)), err.Error())
 		}
 		return x.refuse(exitOf(errkind.Environment), fmt.Sprintf("no active slot: %s %s the active slot (%s; %s)", x.r.strategy, verb, x.d.Plugin("slot", "list"), x.d.Plugin("switch", "to", "SLOT")))
 	}

@@ -78,21 +78,11 @@ func (c Claim) StageFirst(d *state.Dir, t *journal.Transaction) string {
 		return fmt.Sprintf("; package %s is not staged: stage its file first (%s)", short, d.Plugin("verify", "--stage", "PACKAGE"))
 	}
 	_, v := Material(d, t)
-	from := ""
-	if v.Args() == nil && t.Fallback != "" {
-		// Begun without its material: the material the package slot
-		// Active holds was verified with (a wrong key fails closed).
-		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Fallback}); err == nil {
-			r := p.Record
-			v = &journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}
-			from = fmt.Sprintf(" (with the material slot %s's package was verified with)", t.Slots.Active)
-		}
-	}
 	stageIt := d.Plugin("verify", "--stage", pkg).With(v.Args()...)
 	if v.Args() == nil {
 		return fmt.Sprintf("; package %s is not staged: stage %s first, with the material it is signed with (%s)", short, pkg, stageIt.With("--key", "KEY"))
 	}
-	return fmt.Sprintf("; package %s is not staged: stage it first%s: %s", short, from, stageIt)
+	return fmt.Sprintf("; package %s is not staged: stage it first: %s", short, stageIt)
 }
 
 // StepClaim is the claim of step p of t: which plugin records it done and

@@ -15,7 +15,8 @@ func Rerun(d *state.Dir, t *journal.Transaction) advice.Cmd {
 }
 
 // Material is t with its package named by a file, and the verification
-// material the script began t with, else that of t's staged target.
+// material the script began t with, else that of t's staged target, else
+// that of its staged fallback.
 func Material(d *state.Dir, t *journal.Transaction) (*journal.Transaction, *journal.Verification) {
 	var v *journal.Verification
 	if t.Verify.Args() != nil {
@@ -33,6 +34,17 @@ func Material(d *state.Dir, t *journal.Transaction) (*journal.Transaction, *jour
 				c := *t
 				c.Package = p.Path
 				t = &c
+			}
+		}
+	}
+	if v == nil && d != nil && t.Fallback != "" {
+		// Begun without its material and the target not staged: the
+		// material the package the update began from was verified with
+		// (a site signs its packages alike; a wrong key fails closed).
+		if p, err := stage.Lookup(d, &stage.Ref{Digest: t.Fallback}); err == nil {
+			r := p.Record
+			if m := (&journal.Verification{Key: r.Key, TrustedRoot: r.TrustedRoot, Identity: r.Report.Signer.Identity, Issuer: r.Report.Signer.Issuer}); m.Args() != nil {
+				v = m
 			}
 		}
 	}
