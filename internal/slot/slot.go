@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/site"
 	"io"
 	"os"
 	"path/filepath"
@@ -186,8 +187,15 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 			// would make the clusters of the new names and delete those it
 			// made (with Cluster API running, the workload clusters).
 			if old.Package != nil || old.Deploying != nil {
-				return old, errkind.New(errkind.Conflict, "slot %s holds a package (its Flux reconciles its names: %s): writing the names %s would have Flux delete the workload clusters it made and make others; nothing was changed; build the update in a slot that holds no package (%s, then %s), or deploy into this one as it is",
-					slotName, fluxOrDefaults(old.Flux), FluxLine(o.Flux), m.Dir.Plugin("slot", "destroy", slotName), m.Dir.Plugin("slot", "create", slotName, "--package", "PACKAGE"))
+				// The way on: a slot that holds no package. This one
+				// rebuilt when nothing needs it; the other one when this
+				// one serves or is kept to go back to (never destroyed).
+				way := fmt.Sprintf("build the update in a slot that holds no package (%s, then %s)", m.Dir.Plugin("slot", "destroy", slotName), m.Dir.Plugin("slot", "create", slotName, "--package", "PACKAGE"))
+				if protected, perr := site.Read(m.Dir).Protects(slotName); perr != nil || protected {
+					way = fmt.Sprintf("slot %s serves or is kept to go back to, so it stays: build the update in the other slot, as blue/green does (%s)", slotName, m.Dir.Plugin("slot", "preflight", m.otherSlot(slotName), "--blue-green", "--package", "PACKAGE"))
+				}
+				return old, errkind.New(errkind.Conflict, "slot %s holds a package (its Flux reconciles its names: %s): writing the names %s would have Flux delete the workload clusters it made and make others; nothing was changed; %s, or deploy into this one as it is",
+					slotName, fluxOrDefaults(old.Flux), FluxLine(o.Flux), way)
 			}
 			if err := m.step(old, "create", "flux-names", func() error { return m.writeFluxSettings(ctx, old, o.Flux) }); err != nil {
 				return old, err
