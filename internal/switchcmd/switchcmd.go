@@ -171,6 +171,7 @@ func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate 
 	s.sw.Workloads = m.RunningWorkloads
 	s.sw.CheckCluster = m.CheckCluster
 	s.sw.WorkloadAccess = func(ctx context.Context, name string) ([]*slot.Workload, error) { return m.Workloads(ctx, name, "") }
+	s.sw.WorkloadAliases = cfg.WorkloadClusters
 	if !common.Quiet {
 		m.Log = streams.ErrOut
 	}

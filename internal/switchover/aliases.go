@@ -220,7 +220,7 @@ func (s *Switcher) moveWorkloadContexts(ctx context.Context, target string) {
 	}
 	var aliases []string
 	for name := range merged.Contexts {
-		if name != s.AliasContext && isWorkloadAlias(merged, name) {
+		if name != s.AliasContext && (isWorkloadAlias(merged, name) || s.isOldWorkloadAlias(merged, name)) {
 			aliases = append(aliases, name)
 		}
 	}
@@ -261,4 +261,23 @@ func (s *Switcher) moveWorkloadContexts(ctx context.Context, target string) {
 func isWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
 	c := cfg.Contexts[name]
 	return c != nil && c.Cluster != name && (strings.HasPrefix(c.Cluster, name+"-") || strings.HasPrefix(c.Cluster, name+"@"))
+}
+
+// isOldWorkloadAlias says whether context name is kind-<base> for a
+// configured workload-cluster base name with a cluster entry of its own
+// name: the alias as workload-kubeconfig --merge wrote it before its
+// entries carried the slot (kind-airgap-wl on cluster kind-airgap-wl).
+// It names the cluster of whichever slot it was merged from; the switch
+// moves it like the others.
+func (s *Switcher) isOldWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
+	c := cfg.Contexts[name]
+	if c == nil || c.Cluster != name {
+		return false
+	}
+	for _, base := range s.WorkloadAliases {
+		if name == "kind-"+base {
+			return true
+		}
+	}
+	return false
 }

@@ -100,3 +100,23 @@ func TestIsWorkloadAlias(t *testing.T) {
 		}
 	}
 }
+
+// A workload alias merged before the entries carried the slot
+// (kind-airgap-wl on cluster kind-airgap-wl) is moved when airgap-wl is a
+// configured workload cluster, and only then.
+func TestIsOldWorkloadAlias(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	for _, name := range []string{"kind-airgap-wl", "kind-other", "kind-airgap-mgmt-a"} {
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name}
+	}
+	cfg.Contexts["kind-moved"] = &clientcmdapi.Context{Cluster: "kind-elsewhere"}
+	s := &Switcher{WorkloadAliases: []string{"airgap-wl", "moved"}}
+	for name, want := range map[string]bool{"kind-airgap-wl": true, "kind-other": false, "kind-airgap-mgmt-a": false, "kind-moved": false, "kind-none": false} {
+		if got := s.isOldWorkloadAlias(cfg, name); got != want {
+			t.Errorf("isOldWorkloadAlias(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if (&Switcher{}).isOldWorkloadAlias(cfg, "kind-airgap-wl") {
+		t.Error("no configured workload clusters: kind-airgap-wl taken for an alias")
+	}
+}

@@ -64,6 +64,11 @@ type Switcher struct {
 	// context (kind-airgap-wl) the kubeconfig holds to the slot switched
 	// to. Nil: the workload contexts are not moved.
 	WorkloadAccess func(ctx context.Context, slot string) ([]*slot.Workload, error)
+	// WorkloadAliases are the configured workload-cluster base names
+	// (workloadClusters: airgap-wl): a context kind-<base> whose cluster
+	// entry has its own name was merged by a version before the entries
+	// carried the slot, and is moved as an alias too.
+	WorkloadAliases []string
 	Now            func() time.Time
 	Log            io.Writer
 
