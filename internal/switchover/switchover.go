@@ -69,8 +69,8 @@ type Switcher struct {
 	// entry has its own name was merged by a version before the entries
 	// carried the slot, and is moved as an alias too.
 	WorkloadAliases []string
-	Now            func() time.Time
-	Log            io.Writer
+	Now             func() time.Time
+	Log             io.Writer
 
 	pivoted *pivot.Result
 }
