@@ -1,6 +1,7 @@
 package site
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
@@ -55,6 +56,9 @@ func (s *Site) MovedOff() *journal.NextStep {
 	if t == nil || t.Strategy == journal.BlueGreen || t.Slots.Active == "" || journal.IsFinal(t.Phase) {
 		return nil
 	}
+	if n := s.tornDown(t); n != nil {
+		return n
+	}
 	if !s.pointerPresent || s.pointerProblem != nil || s.pointer == "" || s.pointer == t.Slots.Active || !s.Exists(s.pointer) {
 		return nil
 	}
@@ -79,6 +83,35 @@ func (s *Site) MovedOff() *journal.NextStep {
 	n.Do(back, abort)
 	n.Why = fmt.Sprintf("%s. Slot %s may be half-updated (%s): this puts it back as the active slot, as it was when the update began; then run the update again, which finishes it or restores the previous package. Or abort the update (then %s): slot %s goes on serving and slot %s keeps what the update left",
 		moved, t.Slots.Active, t.Phase, advice.Plugin("journal", "end"), s.pointer, t.Slots.Active)
+	return &n
+}
+
+// tornDown is the next step of an update in place whose slot a destroy
+// outside it tore down (kubectl bundle-slot destroy --force of the active
+// slot, finished or cut short): nothing of the slot is left for the update
+// to restore or commit, and its run would gate a cluster that is gone, the
+// same failure each time. The step closes the update (an abandoned one, as
+// when the pointer moved off); the slot's own repair comes after. Nil for
+// other updates (recreate tears its slot down itself), while the slot
+// stands, and when the pointer names another slot (MovedOff's case).
+func (s *Site) tornDown(t *journal.Transaction) *journal.NextStep {
+	if t.Strategy != journal.InPlace || !s.pointerPresent || s.pointerProblem != nil || s.pointer != t.Slots.Active {
+		return nil // another slot serves: the pointer's own step says so
+	}
+	r, err := s.Slot(t.Slots.Active)
+	var how string
+	switch {
+	case err == nil && r != nil && r.State == record.StateDestroying:
+		how = "is being destroyed (its record says destroying: a destroy outside the update, perhaps cut short)"
+	case errors.As(err, new(*record.NotFoundError)) && !s.Exists(t.Slots.Active):
+		how = "was destroyed (the history says so and it has no record)"
+	default:
+		return nil
+	}
+	n := journal.NextStep{Phases: journal.Legal(t)}
+	n.Do(advice.Plugin("journal", "abort"))
+	n.Why = fmt.Sprintf("transaction %s (in-place) updates slot %s, but slot %s %s: nothing of it is left for the update to restore or commit. Abort closes the update (then %s); then finish the destroy (%s) and build the site again",
+		t.ID, t.Slots.Active, t.Slots.Active, how, advice.Plugin("journal", "end"), advice.Plugin("slot", "destroy", t.Slots.Active, "--yes", "--force"))
 	return &n
 }
 

@@ -312,6 +312,38 @@ func TestMovedOff(t *testing.T) {
 	}
 }
 
+// TestMovedOffTornDown: an update in place whose slot a destroy outside
+// it tore down (pointer still on it) is closed by abort, not gated again;
+// recreate tears its slot down itself and keeps its own step.
+func TestMovedOffTornDown(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    fixture
+		want string
+	}{
+		{"in-place restoring, slot a destroying", fixture{pointer: "a", txn: "in-place RESTORING", slots: "ab"}, "kubectl bundle-journal abort"},
+		{"recreate tearing down, slot a destroying", fixture{pointer: "a", txn: "recreate TEARDOWN", slots: "ab"}, ""},
+		{"in-place, slot a destroying, pointer on b", fixture{pointer: "b", txn: "in-place RESTORING", slots: "ab"}, "kubectl bundle-journal abort"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := build(t, c.f)
+			r, err := record.LoadSlot(d, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.State = record.StateDestroying
+			if err := record.SaveSlot(d, r); err != nil {
+				t.Fatal(err)
+			}
+			why := "slot a is being destroyed"
+			if c.f.pointer == "b" {
+				why = "updates slot a, but the active pointer names slot b"
+			}
+			checkStep(t, "MovedOff", c.f, site.Read(d).MovedOff(), c.want, why)
+		})
+	}
+}
+
 // TestSoakLost: a blue-green soak whose switch record is missing names the
 // forced switch that writes it again, and nothing else does.
 func TestSoakLost(t *testing.T) {
