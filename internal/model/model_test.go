@@ -177,12 +177,6 @@ func TestModel(t *testing.T) {
 	summary := fmt.Sprintf("TestModel: %d sequences, %d operations in %s (%.0f ops/s, %d worker processes; setup %s), %d plugin calls, %d kills inside a step, %d damages, %d repairs and %d next commands run as printed, %d printed script runs checked, %d regressions replayed; seed %d",
 		total.Seqs, total.Ops, elapsed.Round(time.Millisecond), float64(total.Ops)/(elapsed-setup).Seconds(), workers, setup.Round(time.Millisecond), total.Calls, total.Kills, total.Damages, total.Repairs, total.Nexts, total.Scripts, len(files), seed)
 	t.Log(summary)
-	// make test prints it: how many operations its budget drew there.
-	if p := os.Getenv("KB_MODEL_REPORT"); p != "" && os.Getenv(envWorker) == "" {
-		if err := os.WriteFile(p, []byte(summary+"\n"), 0o644); err != nil {
-			t.Errorf("KB_MODEL_REPORT: %v", err)
-		}
-	}
 }
 
 // siteNote names a sequence's site when it is not the default.

@@ -169,8 +169,7 @@ func TestModelWorkers(t *testing.T) {
 	}
 	run := func(extra ...string) (string, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestModel$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), append([]string{"KB_MODEL_WORKERS=2", "KB_MODEL_OPS=40", "KB_MODEL_REPLAY=0", "KB_MODEL_SEED=3", "KB_MODEL_BUDGET=60s",
-			"KB_MODEL_REPORT="}, extra...)...)
+		cmd.Env = append(os.Environ(), append([]string{"KB_MODEL_WORKERS=2", "KB_MODEL_OPS=40", "KB_MODEL_REPLAY=0", "KB_MODEL_SEED=3", "KB_MODEL_BUDGET=60s"}, extra...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
