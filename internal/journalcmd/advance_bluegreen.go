@@ -168,6 +168,16 @@ func (x *run) bgApply() error {
 		return x.goTo("switch")
 	case "switch":
 		c := t.Slots.Candidate
+		if !site.Read(x.d).Exists(c) {
+			// Destroyed by hand after it passed its gate (slot destroy
+			// of a slot that does not serve): there is nothing to switch
+			// to. The update is rolled back (exit 3, the update failed;
+			// not the switch's 2 for a slot that does not exist), and a
+			// run of the apply again builds it anew.
+			x.sc.Vars["rollbackCode"] = "3"
+			x.sc.Vars["rollbackWhy"] = fmt.Sprintf("candidate slot %s was destroyed outside the update after it passed its gate: nothing was switched; the update was rolled back; run the apply again to build it anew", c)
+			return x.rollback("candidate slot " + c + " does not exist any more (destroyed outside the update): nothing to switch to")
+		}
 		if code := x.callCmd(plan.SwitchTo(c)); code != 0 {
 			if code != 4 && !x.phaseStarted(journal.Switched) {
 				// The switch refused before its first write (a

@@ -313,6 +313,15 @@ var knownOpenBugs = []invariant.KnownBug{
 	// repairs of damage, journal status's next command and the commonest
 	// advice name it: checked apart).
 	{"class4-advice-without-state-dir", "I3: a printed command", "relative here"},
+	// An existing-provider slot destroyed and created again while
+	// config.yaml gave it the other slot's context (config swap): its
+	// record names the other cluster, its registry stays its own, and a
+	// switch to it points the alias context and the registry alias at two
+	// slots' parts while switch status says consistent. The create would
+	// need the history's last cluster of the slot to tell it apart from a
+	// slot moved on purpose (found 7 December, seed 9716955375916569144).
+	{"slot-recreated-on-swapped-context", "I2: the aliases point at", `"b" (kubeconfig) and "a" (registry), the active slot is a`},
+	{"slot-recreated-on-swapped-context", "I2: the aliases point at", `"a" (kubeconfig) and "b" (registry), the active slot is b`},
 	// A forced switch away from an empty (damaged) pointer leaves the
 	// registry alias on both registries, and switch status says consistent.
 	{"alias-on-both-after-forced-switch", "I2: the aliases point at", `and "both" (registry)`},
