@@ -163,7 +163,7 @@ test:
 	  echo 'CGO_ENABLED=0 $(GO) vet -trimpath ./...' && CGO_ENABLED=0 $(GO) vet -trimpath ./... && \
 	  echo '$(DARWIN_VET)' && $(DARWIN_VET); }; \
 	if ! tools; then echo stop >$(KIND_GO); echo "waiting for e2e-kind-core to stop"; wait $$kind; exit 1; fi; \
-	rc=0; echo '$(MODEL_TEST)'; $(MODEL_TEST) || rc=$$?; \
+	rc=0; echo "$(MODEL_TEST)"; $(MODEL_TEST) || rc=$$?; \
 	echo go >$(KIND_GO); \
 	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip ^TestModel$$ ./...'; \
 	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip '^TestModel$$' ./... || rc=$$((rc ? rc : $$?)); \
