@@ -271,13 +271,6 @@ func isWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
 // moves it like the others.
 func (s *Switcher) isOldWorkloadAlias(cfg *clientcmdapi.Config, name string) bool {
 	c := cfg.Contexts[name]
-	if c == nil || c.Cluster != name {
-		return false
-	}
-	for _, base := range s.WorkloadAliases {
-		if name == "kind-"+base {
-			return true
-		}
-	}
-	return false
+	base, ok := strings.CutPrefix(name, "kind-")
+	return c != nil && c.Cluster == name && ok && slices.Contains(s.WorkloadAliases, base)
 }
