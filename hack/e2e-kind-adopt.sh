@@ -110,6 +110,11 @@ EOF
   kind create cluster --name "$site_cluster" --image "$KB_NODE_IMAGE" --config - <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
+kubeadmConfigPatches:
+  - |
+    apiVersion: kubelet.config.k8s.io/v1beta1
+    kind: KubeletConfiguration
+    failCgroupV1: false
 containerdConfigPatches:
   - |-
     [plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:$site_port"]

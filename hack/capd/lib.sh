@@ -214,6 +214,13 @@ mgmt_create() {
   cat >"$work/$c-kind.yaml" <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
+# Kubernetes v1.35 and later refuse cgroup v1 hosts unless told (as the
+# slots' clusters are: slot.KubeletCgroupV1).
+kubeadmConfigPatches:
+- |
+  apiVersion: kubelet.config.k8s.io/v1beta1
+  kind: KubeletConfiguration
+  failCgroupV1: false
 nodes:
 - role: control-plane
   image: $KB_NODE_IMAGE
@@ -386,18 +393,24 @@ spec:
         certSANs: [localhost, 127.0.0.1, 0.0.0.0]
     # CAPD runs kubeadm with the preflight errors a container node has
     # ignored already (adding "all" here makes kubeadm refuse the list).
+    # fail-cgroupv1: the machines' kubelets start on a cgroup v1 host too
+    # (Kubernetes v1.35 and later refuse one by default).
     initConfiguration:
       nodeRegistration:
         taints: []
         kubeletExtraArgs:
         - name: eviction-hard
           value: "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
+        - name: fail-cgroupv1
+          value: "false"
     joinConfiguration:
       nodeRegistration:
         taints: []
         kubeletExtraArgs:
         - name: eviction-hard
           value: "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
+        - name: fail-cgroupv1
+          value: "false"
 ---
 EOF
   machine_template "$wl-cp" >>"$work/$wl.yaml"

@@ -34,7 +34,7 @@ func fakeContainers(t *testing.T) fakes.Runner {
 	fakes.Setup(t)
 	r := fakes.Runner{}
 	for _, name := range []string{"airgap-mgmt-b-control-plane", "krops-registry-airgap-b", "airgap-mgmt-a-control-plane"} {
-		if _, err := r.Run(context.Background(), "docker", "run", "-d", "--name", name, "kindest/node:v1.34.4"); err != nil {
+		if _, err := r.Run(context.Background(), "docker", "run", "-d", "--name", name, "kindest/node:v1.36.4"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -164,7 +164,7 @@ type ExistingSlot struct {
 // a registry. A site pins one by its image ID as NAME:TAG@sha256:<image ID>
 // (what `docker image inspect --format '{{.Id}}'` prints); create checks it.
 const (
-	DefaultNodeImage     = "kindest/node:v1.34.4"
+	DefaultNodeImage     = "kindest/node:v1.36.4"
 	DefaultRegistryImage = "registry:3"
 )
 

@@ -29,6 +29,16 @@ type ClusterProvider interface {
 	Exists(ctx context.Context, name string) (bool, error)
 }
 
+// KubeletCgroupV1 is the kubeadm patch every kind cluster of ours carries:
+// since Kubernetes v1.35 the kubelet refuses to start on a cgroup v1 host
+// unless failCgroupV1 is false. Docker Desktop on macOS (the krops site) and
+// most current Linux hosts run cgroup v2, where the setting changes nothing;
+// without it a cgroup v1 host's node never becomes Ready.
+const KubeletCgroupV1 = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+`
+
 // KindConfig is the management cluster of stage-and-create-cluster.sh: one
 // control-plane node with the Docker socket mounted (CAPD drives the host's
 // Docker through it), on the pinned node image, its containerd pulling
@@ -41,6 +51,7 @@ func KindConfig(c *Config, n *Names) *v1alpha4.Cluster {
 		ContainerdConfigPatches: []string{fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."127.0.0.1:%d"]
   endpoint = ["http://%s:5000"]
 `, n.RegistryPort, n.Registry)},
+		KubeadmConfigPatches: []string{KubeletCgroupV1},
 		Nodes: []v1alpha4.Node{{
 			Role:  v1alpha4.ControlPlaneRole,
 			Image: imageName(c.NodeImage),
@@ -53,8 +64,7 @@ func KindConfig(c *Config, n *Names) *v1alpha4.Cluster {
 	return cfg
 }
 
-// KindConfigYAML renders cfg as kind reads it (the golden test's form, and
-// what create records for the operator).
+// KindConfigYAML renders cfg as kind reads it (the golden test's form).
 func KindConfigYAML(cfg *v1alpha4.Cluster) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }

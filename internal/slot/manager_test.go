@@ -373,9 +373,9 @@ func TestImagesResolveOffline(t *testing.T) {
 
 	// A pin that is not the loaded image's ID.
 	m, fm := newManager(t)
-	m.Config.NodeImage = "kindest/node:v1.34.4@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	m.Config.NodeImage = "kindest/node:v1.36.4@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 	_, err := m.Create(ctx, "a", slot.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.34.4 is "+fakes.FakeImageID("kindest/node:v1.34.4")+", not the pinned sha256:0000") {
+	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.36.4 is "+fakes.FakeImageID("kindest/node:v1.36.4")+", not the pinned sha256:0000") {
 		t.Errorf("create with a wrong pin: %v", err)
 	}
 	if st, _ := fm.State(); len(st.Containers) != 0 {
@@ -384,7 +384,7 @@ func TestImagesResolveOffline(t *testing.T) {
 
 	// The right pin: kind and docker run get the name without it.
 	m, fm = newManager(t)
-	m.Config.NodeImage = "kindest/node:v1.34.4@" + fakes.FakeImageID("kindest/node:v1.34.4")
+	m.Config.NodeImage = "kindest/node:v1.36.4@" + fakes.FakeImageID("kindest/node:v1.36.4")
 	m.Config.RegistryImage = "registry:3@" + fakes.FakeImageID("registry:3")
 	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -393,7 +393,7 @@ func TestImagesResolveOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := st.Containers["airgap-mgmt-a-control-plane"]; c == nil || c.Image != "kindest/node:v1.34.4" {
+	if c := st.Containers["airgap-mgmt-a-control-plane"]; c == nil || c.Image != "kindest/node:v1.36.4" {
 		t.Errorf("node container: %+v", c)
 	}
 	reg := st.Containers["krops-registry-airgap-a"]
@@ -401,7 +401,7 @@ func TestImagesResolveOffline(t *testing.T) {
 		t.Errorf("registry container: %+v", reg)
 	}
 	calls := strings.Join(fm.Calls(), "\n")
-	for _, want := range []string{"docker image inspect --format {{.Id}} kindest/node:v1.34.4", "docker image inspect --format {{.Id}} registry:3"} {
+	for _, want := range []string{"docker image inspect --format {{.Id}} kindest/node:v1.36.4", "docker image inspect --format {{.Id}} registry:3"} {
 		if !strings.Contains(calls, want) {
 			t.Errorf("calls lack %q:\n%s", want, calls)
 		}
@@ -414,7 +414,7 @@ func TestImagesResolveOffline(t *testing.T) {
 	m, fm = newManager(t)
 	t.Setenv(fakes.EnvFail, "docker-image")
 	_, err = m.Create(ctx, "a", slot.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.34.4 is not loaded") {
+	if err == nil || !strings.Contains(err.Error(), "image kindest/node:v1.36.4 is not loaded") {
 		t.Errorf("create without the node image: %v", err)
 	}
 	if st, _ := fm.State(); len(st.Containers) != 0 {

@@ -155,7 +155,7 @@ var settings = []struct{ key, usage string }{
 	{"registryName", "registry container name prefix (default krops-registry-airgap)"},
 	{"registryPortBase", "host port of slot index 0's registry (default 5002)"},
 	{"registryImage", "registry image, loaded from the archives (default registry:3; NAME:TAG@sha256:ID pins its image ID)"},
-	{"nodeImage", "kind node image, loaded from the archives (default kindest/node:v1.34.4; NAME:TAG@sha256:ID pins its image ID)"},
+	{"nodeImage", "kind node image, loaded from the archives (default kindest/node:v1.36.4; NAME:TAG@sha256:ID pins its image ID)"},
 	{"dockerSocket", "Docker socket mounted into the node (default /var/run/docker.sock)"},
 	{"zarfRegistry", "registry zarf init sets up: nodeport (zarf's own, from the init package; default) or slot (the slot's registry, as zarf's external registry)"},
 	{"archives", "directory with the zarf init package and docker-save image archives (default ./archives)"},
