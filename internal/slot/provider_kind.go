@@ -92,7 +92,15 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 	}); err != nil {
 		return err
 	}
-	return m.step(rec, "create", "zarf-init", func() error { return m.zarfInit(ctx, rec.Name, initPkg, n.RegistryPort) })
+	return m.step(rec, "create", "zarf-init", func() error {
+		if err := m.zarfInit(ctx, rec.Name, initPkg, n.RegistryPort); err != nil {
+			return err
+		}
+		if m.Config.ZarfRegistry == ZarfRegistrySlot {
+			return m.registryService(ctx, rec, n)
+		}
+		return nil
+	})
 }
 
 func (kindProvider) Destroy(ctx context.Context, m *Manager, rec *Record, n *Names) error {
