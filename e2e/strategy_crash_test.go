@@ -151,14 +151,16 @@ func killEveryStep(t *testing.T, base *switchSite, wantCode int, script string, 
 			t.Parallel()
 			s := base.snapshotTo(t)
 			_ = os.Remove(filepath.Join(s.root, "fakes", "calls")) // only this run's calls count
-			out, killed, code := s.script(n, script, args...)
+			first, killed, code := s.script(n, script, args...)
 			if !killed {
-				t.Fatalf("not killed after call %d of %d (exit %d):\n%s", n, calls, code, out)
+				t.Fatalf("not killed after call %d of %d (exit %d):\n%s", n, calls, code, first)
 			}
 			afterKill(s, n)
-			out, killed, code = s.script(0, script, args...)
+			out, killed, code := s.script(0, script, args...)
 			if killed || code != wantCode {
-				t.Fatalf("killed after call %d, the re-run exited %d:\n%s", n, code, out)
+				// The killed run's output too: a step that failed before
+				// the kill (seen once under load) shows there.
+				t.Fatalf("killed after call %d, the re-run exited %d:\n%s\n--- the killed run:\n%s", n, code, out, first)
 			}
 			final(s, n)
 		})
