@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -258,7 +259,11 @@ func dockerInspect(_ env, s *State, c *dockerCall, out io.Writer) error {
 	}
 	nets := map[string]any{}
 	if ct.Network != "" {
-		nets[ct.Network] = map[string]any{"Aliases": append([]string{name}, ct.Aliases...)}
+		// An address of the name's own, as the network's IPAM would give.
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		ip := fmt.Sprintf("172.18.%d.%d", h.Sum32()>>8%250, 2+h.Sum32()%250)
+		nets[ct.Network] = map[string]any{"Aliases": append([]string{name}, ct.Aliases...), "IPAddress": ip}
 	}
 	b, _ := json.Marshal(nets)
 	fmt.Fprintln(out, string(b))

@@ -40,8 +40,8 @@ type Config struct {
 	// own, from the init package, on NodePort 31999; the default) or
 	// "slot" (the slot's registry container, as zarf's external registry at
 	// 127.0.0.1:<port>; the node's containerd pulls it from the kind network;
-	// with the port in the node port range, create also gives it the
-	// in-cluster name zarf's own registry has, for Flux: registrysvc.go).
+	// create also gives it the in-cluster name zarf's own registry has, for
+	// pods such as Flux's: registrysvc.go).
 	ZarfRegistry string `yaml:"zarfRegistry,omitempty" json:"zarfRegistry,omitempty"`
 	// Archives is the directory with the init package and image archives.
 	Archives        string `yaml:"archives,omitempty" json:"archives"`

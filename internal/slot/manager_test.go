@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -457,8 +458,18 @@ func TestZarfRegistrySlot(t *testing.T) {
 	}
 	m, fm = newManager(t)
 	m.Config.ZarfRegistry = slot.ZarfRegistrySlot
+	var wrote string
+	m.WriteRegistryService = func(_ context.Context, kubeconfig, kubeContext, ip, slotName string) error {
+		wrote = fmt.Sprintf("%s %s %s %s", filepath.Base(kubeconfig), kubeContext, ip, slotName)
+		return nil
+	}
 	if _, err := m.Create(ctx, "a", slot.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Pods reach the registry by zarf's registry's in-cluster name, whose
+	// endpoint is the registry container's address on the kind network.
+	if !regexp.MustCompile(`^kubeconfig kind-airgap-mgmt-a 172\.18\.\d+\.\d+ a$`).MatchString(wrote) {
+		t.Errorf("the registry's Service was written as %q", wrote)
 	}
 	port := m.Config.RegistryPortBase
 	want := fmt.Sprintf("--registry-mode=external --registry-url=127.0.0.1:%d --registry-push-username=kubectl-bundle --registry-push-password=kubectl-bundle --components= --confirm", port)

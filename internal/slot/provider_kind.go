@@ -97,7 +97,7 @@ func (kindProvider) Create(ctx context.Context, m *Manager, rec *Record, n *Name
 			return err
 		}
 		if m.Config.ZarfRegistry == ZarfRegistrySlot {
-			return m.registryService(ctx, rec, n)
+			return m.registryService(ctx, rec, n, "kind")
 		}
 		return nil
 	})

@@ -19,44 +19,46 @@ import (
 // The in-cluster name of the slot's registry (zarfRegistry: slot). zarf
 // init records the registry as 127.0.0.1:<port>, which the node's
 // containerd reaches through its mirror, but a pod does not: its loopback
-// is its own. zarf's agent points a Flux OCIRepository at that address,
-// unless a NodePort Service has the address's port as its node port; then
-// it uses the Service's in-cluster name instead, as it does for zarf's own
-// registry (zarf v0.84.0, GetServiceInfoFromRegistryAddress). The slot
-// gives its registry container such a Service, under the name of zarf's
-// own (zarf-docker-registry in namespace zarf, so a package that names
-// zarf's registry by its in-cluster name, as krops' does, finds it too),
-// its one endpoint the container's address on the kind network.
+// is its own. A pod that fetches from the registry itself, such as Flux's
+// source-controller fetching the config artifact, needs a name that
+// resolves in the cluster. The slot gives its registry container the one
+// zarf's own registry has (zarf-docker-registry in namespace zarf, so a
+// package that names zarf's registry by its in-cluster name, as krops'
+// does, finds it): a ClusterIP Service without a selector whose one
+// endpoint is the container's address on the kind network. Not a
+// NodePort: zarf would then take the registry for one inside the cluster
+// and push through a port-forward to a pod (seen on the bench).
 const (
 	RegistryServiceName      = "zarf-docker-registry"
 	RegistryServiceNamespace = "zarf"
-	// NodePortMin and NodePortMax bound Kubernetes' default node port range.
-	NodePortMin = 30000
-	NodePortMax = 32767
 )
 
 // registryServiceTimeout bounds the Service's write.
 const registryServiceTimeout = 60 * time.Second
 
-// InNodePortRange: port can be a Service's node port.
-func InNodePortRange(port int) bool { return port >= NodePortMin && port <= NodePortMax }
-
 // registryService gives the slot's registry container its in-cluster name
-// (see RegistryServiceName). A port outside the node port range cannot be
-// a node port: it says what in-cluster fetchers will be given, and how to
-// change it.
-func (m *Manager) registryService(ctx context.Context, rec *Record, n *Names) error {
-	if !InNodePortRange(n.RegistryPort) {
-		m.logf("  note: registry port %d is outside %d-%d, so zarf's agent points Flux sources at 127.0.0.1:%d, which pods cannot reach; "+
-			"for packages whose Flux fetches from the registry, set registryPortBase in config.yaml within that range",
-			n.RegistryPort, NodePortMin, NodePortMax, n.RegistryPort)
-		return nil
-	}
-	ip, err := m.containerIP(ctx, n.Registry, "kind")
+// (see RegistryServiceName): its address on network.
+func (m *Manager) registryService(ctx context.Context, rec *Record, n *Names, network string) error {
+	ip, err := m.containerIP(ctx, n.Registry, network)
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig(rec.Kubeconfig, n.Context)
+	write := m.WriteRegistryService
+	if write == nil {
+		write = writeRegistryService
+	}
+	if err := write(ctx, rec.Kubeconfig, n.Context, ip, rec.Name); err != nil {
+		return err
+	}
+	m.logf("  registry in the cluster: %s.%s.svc.cluster.local:5000 -> %s %s:5000",
+		RegistryServiceName, RegistryServiceNamespace, n.Registry, ip)
+	return nil
+}
+
+// writeRegistryService is ensureRegistryService in the cluster of
+// kubeconfig's context.
+func writeRegistryService(ctx context.Context, kubeconfig, kubeContext, ip, slotName string) error {
+	cfg, err := restConfig(kubeconfig, kubeContext)
 	if err != nil {
 		return err
 	}
@@ -67,12 +69,7 @@ func (m *Manager) registryService(ctx context.Context, rec *Record, n *Names) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, registryServiceTimeout)
 	defer cancel()
-	if err := ensureRegistryService(ctx, cs, n.RegistryPort, ip, rec.Name); err != nil {
-		return err
-	}
-	m.logf("  registry in the cluster: %s.%s.svc.cluster.local:5000 (node port %d) -> %s %s:5000",
-		RegistryServiceName, RegistryServiceNamespace, n.RegistryPort, n.Registry, ip)
-	return nil
+	return ensureRegistryService(ctx, cs, ip, slotName)
 }
 
 // containerIP is container's address on network.
@@ -92,23 +89,22 @@ func (m *Manager) containerIP(ctx context.Context, container, network string) (s
 	return ip, nil
 }
 
-// ensureRegistryService creates or updates the selector-less NodePort
-// Service RegistryServiceName (port 5000, node port nodePort) and its
-// EndpointSlice (ip:5000). Run again, it changes only what differs: a
+// ensureRegistryService creates or updates the selector-less ClusterIP
+// Service RegistryServiceName (port 5000) and its EndpointSlice (ip:5000). Run again, it changes only what differs: a
 // registry container started again with another address gets it.
-func ensureRegistryService(ctx context.Context, cs kubernetes.Interface, nodePort int, ip, slotName string) error {
+func ensureRegistryService(ctx context.Context, cs kubernetes.Interface, ip, slotName string) error {
 	labels := map[string]string{"app.kubernetes.io/managed-by": "kubectl-bundle", "kubectl-bundle.dev/slot": slotName}
 	ns := RegistryServiceNamespace
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s for the registry's Service: %w", ns, err)
 	}
-	port := corev1.ServicePort{Name: "registry", Protocol: corev1.ProtocolTCP, Port: 5000, TargetPort: intstr.FromInt32(5000), NodePort: int32(nodePort)}
+	port := corev1.ServicePort{Name: "registry", Protocol: corev1.ProtocolTCP, Port: 5000, TargetPort: intstr.FromInt32(5000)}
 	svc, err := cs.CoreV1().Services(ns).Get(ctx, RegistryServiceName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		svc = &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: RegistryServiceName, Namespace: ns, Labels: labels},
-			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{port}},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{port}},
 		}
 		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating Service %s/%s: %w", ns, RegistryServiceName, err)
@@ -118,7 +114,7 @@ func ensureRegistryService(ctx context.Context, cs kubernetes.Interface, nodePor
 	case svc.Labels["app.kubernetes.io/managed-by"] != "kubectl-bundle":
 		return fmt.Errorf("Service %s/%s exists and is not the slot's (zarf's own registry?): with zarfRegistry slot the slot's registry takes its name; delete it or use zarfRegistry nodeport", ns, RegistryServiceName)
 	default:
-		svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = corev1.ServiceTypeNodePort, nil, []corev1.ServicePort{port}
+		svc.Spec.Type, svc.Spec.Selector, svc.Spec.Ports = corev1.ServiceTypeClusterIP, nil, []corev1.ServicePort{port}
 		if _, err := cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("updating Service %s/%s: %w", ns, RegistryServiceName, err)
 		}

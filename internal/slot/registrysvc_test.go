@@ -12,15 +12,14 @@ import (
 )
 
 // TestEnsureRegistryService: the slot's registry gets a selector-less
-// NodePort Service under zarf's registry name, its node port the slot's
-// registry port (what zarf's agent matches to use the in-cluster name),
-// and one endpoint, the container's address; run again with a new
+// ClusterIP Service under zarf's registry name (no node port: zarf would
+// push through a port-forward to one) and one endpoint, the container's address; run again with a new
 // address, the endpoint follows; a Service of that name that is not the
 // slot's (zarf's own registry) is refused, not taken over.
 func TestEnsureRegistryService(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	if err := ensureRegistryService(ctx, cs, 31990, "172.18.0.3", "b"); err != nil {
+	if err := ensureRegistryService(ctx, cs, "172.18.0.3", "b"); err != nil {
 		t.Fatal(err)
 	}
 	check := func(ip string) {
@@ -29,7 +28,7 @@ func TestEnsureRegistryService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].NodePort != 31990 || svc.Spec.Ports[0].Port != 5000 || svc.Spec.Selector != nil {
+		if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].NodePort != 0 || svc.Spec.Ports[0].Port != 5000 || svc.Spec.Selector != nil {
 			t.Errorf("Service: %+v", svc.Spec)
 		}
 		eps, err := cs.DiscoveryV1().EndpointSlices("zarf").Get(ctx, "zarf-docker-registry", metav1.GetOptions{})
@@ -41,27 +40,19 @@ func TestEnsureRegistryService(t *testing.T) {
 		}
 	}
 	check("172.18.0.3")
-	if err := ensureRegistryService(ctx, cs, 31990, "172.18.0.9", "b"); err != nil {
+	if err := ensureRegistryService(ctx, cs, "172.18.0.9", "b"); err != nil {
 		t.Fatal(err)
 	}
 	check("172.18.0.9")
 
 	zarfs := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "zarf-docker-registry", Namespace: "zarf"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "docker-registry"}}})
-	err := ensureRegistryService(ctx, zarfs, 31990, "172.18.0.3", "b")
+	err := ensureRegistryService(ctx, zarfs, "172.18.0.3", "b")
 	if err == nil || !strings.Contains(err.Error(), "is not the slot's") {
 		t.Errorf("zarf's own Service: %v", err)
 	}
 	svc, _ := zarfs.CoreV1().Services("zarf").Get(ctx, "zarf-docker-registry", metav1.GetOptions{})
 	if svc.Spec.Selector["app"] != "docker-registry" {
 		t.Errorf("zarf's own Service was changed: %+v", svc.Spec)
-	}
-}
-
-func TestInNodePortRange(t *testing.T) {
-	for port, want := range map[int]bool{5002: false, 29999: false, 30000: true, 31999: true, 32767: true, 32768: false} {
-		if InNodePortRange(port) != want {
-			t.Errorf("InNodePortRange(%d) = %v", port, !want)
-		}
 	}
 }

@@ -51,6 +51,9 @@ type Manager struct {
 	RegistryAddr func(port int) string
 	// Sleep waits between registry health polls.
 	Sleep func(time.Duration)
+	// WriteRegistryService gives the slot's registry its in-cluster name
+	// (zarfRegistry slot; registrysvc.go): nil writes it with client-go.
+	WriteRegistryService func(ctx context.Context, kubeconfig, kubeContext, ip, slotName string) error
 	// Log receives one line per step.
 	Log io.Writer
 	// Journal, when set, records every step in the history.

@@ -157,7 +157,7 @@ var settings = []struct{ key, usage string }{
 	{"registryImage", "registry image, loaded from the archives (default registry:3; NAME:TAG@sha256:ID pins its image ID)"},
 	{"nodeImage", "kind node image, loaded from the archives (default kindest/node:v1.36.4; NAME:TAG@sha256:ID pins its image ID)"},
 	{"dockerSocket", "Docker socket mounted into the node (default /var/run/docker.sock)"},
-	{"zarfRegistry", "registry zarf init sets up: nodeport (zarf's own, from the init package; default) or slot (the slot's registry, as zarf's external registry; with its port in 30000-32767, also Service zarf/zarf-docker-registry in the cluster, for Flux)"},
+	{"zarfRegistry", "registry zarf init sets up: nodeport (zarf's own, from the init package; default) or slot (the slot's registry, as zarf's external registry; also named in the cluster as zarf's own registry, zarf/zarf-docker-registry, for pods such as Flux's)"},
 	{"archives", "directory with the zarf init package and docker-save image archives (default ./archives)"},
 	{"initPackageGlob", "init package file name pattern in --archives (default zarf-init-*-v*.tar.zst)"},
 	{"zarfInitTimeout", "how long zarf init may take: zarf gets it as --timeout and is stopped when it overruns it (default 1m, the site's)"},
