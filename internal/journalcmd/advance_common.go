@@ -359,6 +359,6 @@ func (x *run) confirmLosses(slot, what string) error {
 	// refused (a workload cluster the slot's destroy would leave running,
 	// unowned). --yes would not help.
 	x.fail(fmt.Sprintf("%s: what slot %s holds could not be listed and recorded, or its discard is refused (slot losses exited %d: the error above says why); nothing was changed", what, slot, code))
-	x.warn("once that is fixed (a full disk: free space in the state dir), run again: %s", x.rerun())
-	return x.finish(code, "the list of what slot "+slot+" holds could not be written: nothing was changed")
+	x.warn("once what the error above names is done (a workload cluster named in workloadClusters or deleted through slot %s's management cluster; space freed in the state dir), run again: %s", slot, x.rerun())
+	return x.finish(code, "what slot "+slot+" holds could not be listed and recorded, or its discard is refused: nothing was changed")
 }
