@@ -31,7 +31,7 @@ func (m *Manager) PreflightBlueGreen(ctx context.Context, rep *PreflightReport, 
 	// The candidate is never the slot that serves (journal begin refuses
 	// it too): a check that passes here would be advice that fails there.
 	if active, err := site.Read(m.Dir).Active(); err == nil && active == candidate {
-		rep.add("candidate", false, "slot %s is the active slot: blue/green builds the candidate next to it (%s)", candidate, m.Dir.Plugin("slot", "preflight", other, "--blue-green", "--package", "PACKAGE"))
+		rep.add("candidate", false, "slot %s is the active slot: blue/green builds the candidate next to it (%s)", candidate, m.Dir.Plugin("slot", "preflight", other, "--blue-green", "--package", pkgPath))
 		return
 	}
 	p, err := bluegreen.ReadFile(pkgPath)

@@ -115,6 +115,8 @@ type CreateOptions struct {
 	// Flux are the slot's values of the package's Flux variables
 	// (bluegreen.Package.SlotSettings), written before the deploy.
 	Flux []record.FluxSetting
+	// Package is the package as the operator named it, for advice.
+	Package string
 }
 
 // inputs is what makes two creates "the same": a slot created with other
@@ -193,9 +195,13 @@ func (m *Manager) Create(ctx context.Context, slotName string, o CreateOptions) 
 				// The way on: a slot that holds no package. This one
 				// rebuilt when nothing needs it; the other one when this
 				// one serves or is kept to go back to (never destroyed).
-				way := fmt.Sprintf("build the update in a slot that holds no package (%s, then %s)", m.Dir.Plugin("slot", "destroy", slotName), m.Dir.Plugin("slot", "create", slotName, "--package", "PACKAGE"))
+				pkg := o.Package
+				if pkg == "" {
+					pkg = "PACKAGE"
+				}
+				way := fmt.Sprintf("build the update in a slot that holds no package (%s, then %s)", m.Dir.Plugin("slot", "destroy", slotName), m.Dir.Plugin("slot", "create", slotName, "--package", pkg))
 				if protected, perr := site.Read(m.Dir).Protects(slotName); perr != nil || protected {
-					way = fmt.Sprintf("slot %s serves or is kept to go back to, so it stays: build the update in the other slot, as blue/green does (%s)", slotName, m.Dir.Plugin("slot", "preflight", m.otherSlot(slotName), "--blue-green", "--package", "PACKAGE"))
+					way = fmt.Sprintf("slot %s serves or is kept to go back to, so it stays: build the update in the other slot, as blue/green does (%s)", slotName, m.Dir.Plugin("slot", "preflight", m.otherSlot(slotName), "--blue-green", "--package", pkg))
 				}
 				return old, errkind.New(errkind.Conflict, "slot %s holds a package (its Flux reconciles its names: %s): writing the names %s would have Flux delete the workload clusters it made and make others; nothing was changed; %s, or deploy into this one as it is",
 					slotName, fluxOrDefaults(old.Flux), FluxLine(o.Flux), way)

@@ -364,7 +364,7 @@ func create(ctx context.Context, cmd *cli.Command, s *session) error {
 		// mutating command meets it: a "nothing to do" would hide it.
 		return err
 	}
-	opts := slot.CreateOptions{PackageBytes: size}
+	opts := slot.CreateOptions{PackageBytes: size, Package: cmd.String("package")}
 	if cmd.String("package") != "" {
 		// The slot's own names for the package's Flux artifacts, written
 		// into the slot before the package is deployed.
