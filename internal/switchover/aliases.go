@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/advice"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
+	"github.com/kubectl-bundle/kubectl-bundle/internal/runner"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/slot"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/state"
 )
@@ -218,11 +221,18 @@ func (s *Switcher) moveWorkloadContexts(ctx context.Context, target string) {
 	if err != nil {
 		return
 	}
-	var aliases []string
+	var aliases, old []string
 	for name := range merged.Contexts {
-		if name != s.AliasContext && (isWorkloadAlias(merged, name) || s.isOldWorkloadAlias(merged, name)) {
+		switch {
+		case name == s.AliasContext:
+		case isWorkloadAlias(merged, name):
 			aliases = append(aliases, name)
+		case s.isOldWorkloadAlias(merged, name):
+			old = append(old, name)
 		}
+	}
+	if len(old) > 0 {
+		aliases = append(aliases, s.oursOfOld(ctx, merged, old)...)
 	}
 	if len(aliases) == 0 {
 		return // none written: nothing to move, and no cluster is asked
@@ -273,4 +283,64 @@ func (s *Switcher) isOldWorkloadAlias(cfg *clientcmdapi.Config, name string) boo
 	c := cfg.Contexts[name]
 	base, ok := strings.CutPrefix(name, "kind-")
 	return c != nil && c.Cluster == name && ok && slices.Contains(s.WorkloadAliases, base)
+}
+
+// oursOfOld keeps of the old-style aliases (isOldWorkloadAlias) those
+// whose server is the published port of a slot's workload cluster of that
+// base name (the load balancer BASE-lb or BASE-SLOT-lb): a kind-<base>
+// context of the operator's own, on a cluster no slot runs, has the same
+// shape and is left as it is (said, with the command that writes ours).
+func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, names []string) []string {
+	slots, _ := slot.List(s.Dir)
+	var ours []string
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "kind-")
+		var server string
+		if cl := cfg.Clusters[cfg.Contexts[name].Cluster]; cl != nil {
+			server = cl.Server
+		}
+		found := false
+		for _, lb := range append([]string{base + "-lb"}, lbNames(base, slots)...) {
+			port, err := runner.PublishedPort(ctx, s.Run, lb, "6443/tcp")
+			if err == nil && server != "" && serverKey(server) == serverKey("https://127.0.0.1:"+port) {
+				found = true
+				break
+			}
+		}
+		if found {
+			ours = append(ours, name)
+			continue
+		}
+		s.logf("NOTE: context %s is left as it is: its server %s is no workload cluster %s of a slot (a context of your own?); the slots' workload contexts are written by %s",
+			name, server, base, s.Dir.Plugin("slot", "workload-kubeconfig", "--merge"))
+	}
+	return ours
+}
+
+// lbNames are the load balancers of workload cluster base in each slot.
+func lbNames(base string, slots []string) []string {
+	var out []string
+	for _, sl := range slots {
+		out = append(out, base+"-"+sl+"-lb")
+	}
+	return out
+}
+
+// serverKey is an API server address as host:port, the loopback's
+// spellings as one (a published port is 0.0.0.0 to Docker, 127.0.0.1 or
+// localhost in a kubeconfig, with or without a trailing slash).
+func serverKey(server string) string {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" {
+		return strings.TrimSuffix(server, "/")
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+	}
+	switch host {
+	case "0.0.0.0", "localhost", "::1", "::":
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
