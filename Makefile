@@ -70,9 +70,9 @@ demo-kind: build testbin
 e2e-kind-adopt: build testbin
 	hack/docker/ensure.sh run hack/e2e-kind.sh adopt
 
-## e2e-kind-flux: the part of e2e-kind that runs Flux on the bench: source-controller and kustomize-controller built offline from
-## hack/tools/flux (hack/flux/images.sh, cached by pin) reconcile the krops-shaped config artifact from each slot's registry; slot a's
-## Cluster object keeps the default name, slot b's gets the name slot create --package writes (hack/e2e-kind-flux.sh)
+## e2e-kind-flux: the part of e2e-kind that runs Flux on the bench: blue-green.sh apply of a krops-shaped package that carries Flux
+## (source-controller and kustomize-controller built offline from hack/tools/flux by hack/flux/images.sh, cached by pin); each slot's
+## Flux reconciles the config artifact from the slot's registry; slot a's Cluster keeps the default name, slot b's gets its own (hack/e2e-kind-flux.sh)
 e2e-kind-flux: build testbin $(TESTBIN)/kind
 	hack/docker/ensure.sh run hack/e2e-kind.sh flux
 

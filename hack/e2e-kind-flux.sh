@@ -2,43 +2,44 @@
 # hack/e2e-kind.sh, which runs flux_part after the adopt part in `all` and
 # alone as `hack/e2e-kind.sh flux`.
 #
-# Each slot's management cluster runs Flux's source-controller and
-# kustomize-controller, built offline from hack/tools/flux
-# (hack/flux/images.sh, cached by pin), loaded into the kind node, and
-# reconciles the krops-shaped config artifact of the slot-names package
-# (testdata/packages/krops/slot-names: the tree names its workload cluster
-# ${WORKLOAD_CLUSTER_NAME:=local-workload} and its Kustomizations substitute
-# from the optional ConfigMap kubectl-bundle-slot) from the slot's own
-# registry, where slot create seeded it from the package's OCI layout, the
-# signed bytes unchanged. The root OCIRepository and Kustomization are the
-# package's own (its flux-instance.yaml, which the site applies with
-# kubectl from an onDeploy action), pointed at the slot's registry over
-# HTTP. Cluster API's CRDs (Cluster, DockerCluster,
-# ClusterResourceSet from the modules hack/tools/capi pins) are applied
-# without its controllers: the Cluster object is what is looked for.
+# blue-green.sh apply of a package shaped as the site's, Flux in it.
+# hack/gen-krops-testdata.sh bench builds it from the slot-names package
+# (its config tree names the workload cluster
+# ${WORKLOAD_CLUSTER_NAME:=local-workload}; every Kustomization substitutes
+# from the optional ConfigMap kubectl-bundle-slot), adding the bench's Flux
+# (source-controller and kustomize-controller, built offline from
+# hack/tools/flux by hack/flux/images.sh, cached by pin) and Cluster API's
+# CRDs (Cluster, DockerCluster, ClusterResourceSet, from the modules
+# hack/tools/capi pins; no controllers: the Cluster object is what is looked
+# for). The config artifact is among its images, and the root OCIRepository
+# and Kustomization are applied by an onDeploy action with kubectl, outside
+# zarf's record. zarf pushes the artifact into the slot's registry; the
+# OCIRepository names that registry by the in-cluster name slot create gives
+# it (zarf-docker-registry.zarf, as zarf's own registry is named), labelled
+# so that zarf's agent leaves it (it would point it at 127.0.0.1:PORT).
 #
-#   1. slot a, created without the package (as a site that does not use
-#      kubectl-bundle's names): no ConfigMap, Flux substitutes the default,
-#      and the Cluster is local-workload;
-#   2. slot b, created with --package: slot create writes the ConfigMap
-#      (WORKLOAD_CLUSTER_NAME=local-workload-b) before Flux runs, and slot
-#      b's Flux creates Cluster local-workload-b (its DockerCluster and
-#      infrastructureRef too), from the same artifact digest as slot a's;
-#      slot a's clusters are unchanged; every Kustomization is Ready;
-#   3. slot a named afterwards: create a --package on the running slot
-#      writes WORKLOAD_CLUSTER_NAME=local-workload-a; at its next reconcile
-#      slot a's Flux creates Cluster local-workload-a and prunes
-#      local-workload (a rename, which under a running Cluster API is the
-#      deletion of the workload cluster).
+#   1. slot a, the first install by hand, created without the package (as
+#      a site that does not use the tool's names): no ConfigMap, Flux
+#      substitutes the default, and the Cluster is local-workload;
+#   2. blue-green.sh apply of the next version: it says which name slot b
+#      gets; slot create b --package writes the ConfigMap
+#      (WORKLOAD_CLUSTER_NAME=local-workload-b) before the deploy; slot b's
+#      Flux, deployed by the package, creates Cluster local-workload-b (its
+#      DockerCluster and infrastructureRef too) from the same artifact
+#      digest as slot a's; the gate (every Kustomization Ready, every image
+#      from the slot's registry) passes and the switch makes b active;
+#      slot a's Cluster is unchanged;
+#   3. accept refuses to retire slot a while its workload cluster (made
+#      before the slots had names of their own) would outlive it; deleted
+#      through slot a's management cluster, as the refusal says, accept
+#      retires slot a.
 #
-# The names and the time Flux took (from the root objects' apply to the
-# OCIRepository's artifact and to the Cluster object) go to $measure.
-# Names, state dir and kubeconfig are the part's own (prefix kb-flux,
-# registry kb-flux-registry, ports from the port base + 20).
+# The names and the time Flux took go to $measure. Names, state dir and
+# kubeconfig are the part's own (prefix kb-flux, registry kb-flux-registry,
+# ports from the port base + 20).
 # shellcheck shell=bash disable=SC2154,SC2034
 
 flux_dir="$work/flux"
-flux_pkg="$root/testdata/packages/krops/slot-names/zarf-package-krops-shaped-amd64-1.0.0.tar.zst"
 
 # flux_names points the plugins at the part's state dir and names.
 flux_names() {
@@ -62,35 +63,6 @@ flux_cleanup() {
     for s in b a; do kubectl-bundle-slot destroy "$s" --force --yes >/dev/null 2>&1 || true; done
     docker ps -aq --filter name=^kb-flux- | xargs -r docker rm -f >/dev/null 2>&1 || true
   ) || true
-}
-
-# flux_install SLOT: the bench's Flux and Cluster API's CRDs in slot SLOT's
-# management cluster, the controllers Available.
-flux_install() {
-  local s=$1 ctx=kind-kb-flux-$1 f
-  check "kind load image-archive of the Flux images into kb-flux-$s" --both -- \
-    kind load image-archive --name "kb-flux-$s" "$KB_FLUX_DIR/source-controller.tar" "$KB_FLUX_DIR/kustomize-controller.tar"
-  check "applying the bench's Flux into slot $s" --both -- kubectl --context "$ctx" apply --server-side -f "$KB_FLUX_MANIFESTS"
-  for f in "${flux_crds[@]}"; do
-    check "applying $(basename "$f") into slot $s" --both -- kubectl --context "$ctx" apply --server-side -f "$f"
-  done
-  check "the CRDs in slot $s are not Established" --both -- \
-    kubectl --context "$ctx" wait --for=condition=Established --timeout=120s \
-    crd/ocirepositories.source.toolkit.fluxcd.io crd/kustomizations.kustomize.toolkit.fluxcd.io \
-    crd/clusters.cluster.x-k8s.io crd/dockerclusters.infrastructure.cluster.x-k8s.io
-  check "Flux's controllers in slot $s are not Available in 300 s" --both -- \
-    kubectl --context "$ctx" -n flux-system wait --for=condition=Available --timeout=300s deploy/source-controller deploy/kustomize-controller
-}
-
-# flux_root SLOT: the fixture's root OCIRepository and Kustomization, the
-# OCIRepository pointed at slot SLOT's registry (its address on the kind
-# network; plain HTTP, so insecure).
-flux_root() {
-  local s=$1 ip
-  ip=$(docker inspect -f '{{(index .NetworkSettings.Networks "kind").IPAddress}}' "kb-flux-registry-$s")
-  sed -e "s#^\( *\)url: oci://.*#\1url: oci://$ip:5000/krops-config\n\1insecure: true#" "$flux_dir/flux-instance.yaml" >"$flux_dir/root-$s.yaml"
-  grep -q "url: oci://$ip:5000/krops-config" "$flux_dir/root-$s.yaml" || fail "the fixture's OCIRepository has no url: line to point at slot $s's registry"
-  kubectl --context "kind-kb-flux-$s" apply -f "$flux_dir/root-$s.yaml" >/dev/null
 }
 
 # flux_clusters SLOT: the Cluster objects of slot SLOT, one name a line.
@@ -126,7 +98,7 @@ flux_wait() {
 }
 
 flux_part() {
-  local t t0 art rev_a rev_b
+  local t t0 art rev_a rev_b pkg1 pkg2 gate_flux key="$root/testdata/keys/cosign.pub"
   flux_names
   mkdir -p "$flux_dir/layout" "$flux_dir/state"
   chmod 0700 "$flux_dir/state"
@@ -147,56 +119,74 @@ flux_part() {
     "$capd/config/crd/bases/infrastructure.cluster.x-k8s.io_dockerclusters.yaml")
   for f in "${flux_crds[@]}"; do [ -f "$f" ] || fail "Cluster API's CRD $f is missing (cd hack/tools/capi && go mod download)"; done
 
-  # The package's OCI layout (its images/ directory, the signed bytes)
-  # seeds each slot's registry with the artifact under krops-config:latest.
-  tar --zstd -xf "$flux_pkg" -C "$flux_dir/layout" images components/flux-instance.tar
-  tar -xOf "$flux_dir/layout/components/flux-instance.tar" flux-instance/files/0/flux-instance.yaml >"$flux_dir/flux-instance.yaml"
+  # The two versions of the package, Flux in it; the same artifact.
+  t=$(now)
+  for v in 1.0.0 2.0.0; do
+    check "building the bench's krops-shaped package $v" --both -- \
+      env ZARF="$(command -v zarf)" "$root/hack/gen-krops-testdata.sh" bench "$flux_dir" "$v" "$flux_env_file" "${flux_crds[@]}"
+  done
+  pkg1=$flux_dir/zarf-package-krops-bench-amd64-1.0.0.tar.zst pkg2=$flux_dir/zarf-package-krops-bench-amd64-2.0.0.tar.zst
+  m "flux: zarf package create x2" "$t"
+  tar --zstd -xf "$pkg2" -C "$flux_dir/layout" images
   art=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] | endswith("/krops-config:latest")) | .digest' "$flux_dir/layout/images/index.json")
-  [ -n "$art" ] || fail "the slot-names package holds no krops-config:latest"
-  cat >"$flux_dir/state/config.yaml" <<EOF
-kind: Config
-workloadClusters: [local-workload]
-seed:
-  - {ref: krops-config:latest, path: $flux_dir/layout/images}
-EOF
+  [ -n "$art" ] || fail "the bench package holds no krops-config:latest"
+  # slotVariable optional: the package declares no Zarf variable SLOT; its
+  # only names on the shared daemon are its Flux names, the slots' own.
+  printf 'kind: Config\nworkloadClusters: [local-workload]\nslotVariable: optional\n' >"$flux_dir/state/config.yaml"
+  # The gate: what Flux made is Ready (the clusters Kustomization's health
+  # check names the slot's Cluster), every image from the slot's registry.
+  gate_flux=$flux_dir/gate.yaml
+  {
+    printf 'apiVersion: kubectl-bundle.dev/v1alpha1\nkind: Gate\nmetadata:\n  name: bench-flux\nspec:\n  pollInterval: 2s\n  checks:\n'
+    printf '  - name: images\n    images:\n      allowedRegistries: ["@slot"]\n      ignore: [registry.k8s.io/*]\n'
+    printf '  - name: flux-source\n    resource: {apiVersion: source.toolkit.fluxcd.io/v1, kind: OCIRepository, namespace: flux-system, name: krops-config, condition: Ready}\n'
+    for k in krops-config clusters cni; do
+      printf '  - name: flux-%s\n    resource: {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: flux-system, name: %s, condition: Ready}\n' "$k" "$k"
+    done
+    printf '  - name: zarf-packages\n    zarf: {}\n'
+  } >"$gate_flux"
 
-  # --- slot a: no ConfigMap, Flux's default ---
+  # --- slot a: the first install by hand, no ConfigMap: Flux's default ---
   kubectl-bundle-slot preflight a
   t=$(now)
   kubectl-bundle-slot create a
   m "flux: slot create a" "$t"
-  check "slot a's registry was not seeded with the package's artifact" --has "seeded +krops-config:latest $art" -- kubectl-bundle-slot describe a
+  check "slot a's registry has no in-cluster name (Service zarf/zarf-docker-registry on kb-flux-registry-a's address)" \
+    --is "$(docker inspect -f '{{(index .NetworkSettings.Networks "kind").IPAddress}}' kb-flux-registry-a)" -- \
+    kubectl --context kind-kb-flux-a -n zarf get endpointslice zarf-docker-registry -o jsonpath='{.endpoints[0].addresses[0]}'
   t=$(now)
-  flux_install a
-  m "flux: Flux installed in a" "$t"
+  check "kubectl-bundle-verify --stage of the bench package 1.0.0" -- kubectl-bundle-verify "$pkg1" --key "$key" --stage
+  kubectl-bundle-slot deploy a "$pkg1" --key "$key"
+  m "flux: slot deploy a" "$t"
   t0=$(now)
-  flux_root a
   flux_wait a "$t0"
   check "slot a's Cluster is not the default local-workload" --is local-workload -- flux_clusters a
   check "slot a has a ConfigMap kubectl-bundle-slot, written by no one" --rc nonzero --both -- \
     kubectl --context kind-kb-flux-a -n flux-system get configmap kubectl-bundle-slot
+  # The package's OCIRepository names the registry by its in-cluster name,
+  # which source-controller's pod reaches, and zarf's agent left it so.
+  check "slot a's OCIRepository is not zarf-docker-registry.zarf.svc.cluster.local:5000/krops-config" \
+    --has '^oci://zarf-docker-registry\.zarf\.svc\.cluster\.local:5000/krops-config$' -- \
+    kubectl --context kind-kb-flux-a -n flux-system get ocirepository krops-config -o jsonpath='{.spec.url}'
   check "slot a's OCIRepository" --has . -- kubectl --context kind-kb-flux-a -n flux-system get ocirepository krops-config -o jsonpath='{.status.artifact.revision}'
   rev_a=$checked
   [[ $rev_a == *"@$art" ]] || fail "slot a's Flux reconciled $rev_a, not the package's artifact $art"
   printf '%-28s %s (revision %s)\n' "flux a: Cluster" "$(flux_clusters a)" "$rev_a" | tee -a "$measure"
-
-  # --- slot b: created with the package, its ConfigMap written by create ---
-  # The package declares no Zarf variable SLOT (only its Flux names are the
-  # slots' own), so preflight --blue-green may refuse it on that finding:
-  # what is checked here is the name it says slot b gets.
-  check "preflight b does not name slot b's Flux name" --rc any --both --has 'WORKLOAD_CLUSTER_NAME=local-workload-b' -- \
-    kubectl-bundle-slot preflight b --package "$flux_pkg" --blue-green
   t=$(now)
-  kubectl-bundle-slot create b --package "$flux_pkg"
-  m "flux: slot create b --package" "$t"
+  kubectl-bundle-gate --slot a -f "$gate_flux" --timeout 5m --record
+  m "flux: gate a" "$t"
+  kubectl-bundle-switch to a
+
+  # --- blue-green.sh apply: slot b with names of its own ---
+  t=$(now)
+  check "blue-green apply of the bench package 2.0.0 did not say which name slot b gets" --both \
+    --has 'WORKLOAD_CLUSTER_NAME=local-workload-b' -- \
+    "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate_flux" --gate-timeout 5m
+  m "flux: blue-green apply (b)" "$t"
+  grep -E 'WORKLOAD_CLUSTER_NAME' <<<"$checked" | head -3 | sed 's/^/flux apply: /' | tee -a "$measure"
+  check "slot b is not active after the apply" --is b -- kubectl-bundle-switch status -o jsonpath='{.active}'
   check "slot create b did not write WORKLOAD_CLUSTER_NAME=local-workload-b into flux-system/kubectl-bundle-slot" --is local-workload-b -- \
     kubectl --context kind-kb-flux-b -n flux-system get configmap kubectl-bundle-slot -o jsonpath='{.data.WORKLOAD_CLUSTER_NAME}'
-  t=$(now)
-  flux_install b
-  m "flux: Flux installed in b" "$t"
-  t0=$(now)
-  flux_root b
-  flux_wait b "$t0"
   check "slot b's Cluster is not local-workload-b" --is local-workload-b -- flux_clusters b
   check "slot b's DockerCluster is not local-workload-b" --is local-workload-b -- \
     kubectl --context kind-kb-flux-b -n default get dockerclusters.infrastructure.cluster.x-k8s.io -o jsonpath='{.items[*].metadata.name}'
@@ -212,33 +202,23 @@ EOF
       -o jsonpath='{range .items[*]}{.metadata.name}{" Ready="}{.status.conditions[?(@.type=="Ready")].status}{" "}{.status.conditions[?(@.type=="Ready")].reason}{"\n"}{end}' |
       sed "s/^/flux $s: Kustomization /" | tee -a "$measure"
   done
-  echo "e2e-kind: Flux: slot a's Cluster local-workload, slot b's local-workload-b, both from $art"
+  echo "e2e-kind: Flux: slot a's Cluster local-workload, slot b's local-workload-b, both from $art; b active"
 
-  # --- slot a named afterwards: create a --package on the running slot ---
-  # Create writes the names into a slot created without them ("before
-  # the deploy that needs them"); here Flux has already created the
-  # default's Cluster. kustomize-controller does not watch the ConfigMap:
-  # the names apply at the next reconcile (asked for here, else at the
-  # interval), and prune: true then deletes Cluster local-workload, which
-  # under a running Cluster API deletes that workload cluster.
-  check "create a --package on the ready slot a did not write its Flux names" --both \
-    --has 'already created; the package.s Flux names written into it: flux-system/WORKLOAD_CLUSTER_NAME=local-workload-a' -- \
-    kubectl-bundle-slot create a --package "$flux_pkg"
-  check "slot a's ConfigMap does not say local-workload-a" --is local-workload-a -- \
-    kubectl --context kind-kb-flux-a -n flux-system get configmap kubectl-bundle-slot -o jsonpath='{.data.WORKLOAD_CLUSTER_NAME}'
-  t0=$(now)
-  kubectl --context kind-kb-flux-a -n flux-system annotate --overwrite kustomization krops-config clusters cni \
-    "reconcile.fluxcd.io/requestedAt=$(date +%s)" >/dev/null
-  local end=$((SECONDS + 180))
-  until [ "$(flux_clusters a 2>/dev/null)" = local-workload-a ] || [ "$SECONDS" -ge "$end" ]; do sleep 1; done
-  check "slot a's Flux did not replace Cluster local-workload by local-workload-a in 3 minutes" --is local-workload-a -- flux_clusters a
-  m "flux a: renamed by its ConfigMap" "$t0"
-  printf '%-28s %s (local-workload pruned)\n' "flux a: Cluster, renamed" "$(flux_clusters a)" | tee -a "$measure"
-
-  for s in b a; do
-    t=$(now)
-    kubectl-bundle-slot destroy "$s" --force --yes
-    m "flux: slot destroy $s" "$t"
-  done
+  # Accept retires slot a, whose workload cluster (local-workload, made
+  # before the slots had names of their own) its destroy would leave
+  # running: refused, naming it, nothing changed. Its advice, as printed:
+  # delete it through slot a's management cluster, then accept again.
+  check "accept did not refuse to retire slot a while its Cluster local-workload is not named in workloadClusters" \
+    --rc 3 --both --has 'workload clusters that config.yaml.s workloadClusters does not name: local-workload' -- \
+    "$root/scripts/blue-green.sh" accept --yes
+  check "slot a is gone after a refused accept" --has . -- kubectl --context kind-kb-flux-a get nodes -o name
+  kubectl --context kind-kb-flux-a delete cluster.cluster.x-k8s.io local-workload -n default
+  t=$(now)
+  "$root/scripts/blue-green.sh" accept --yes
+  m "flux: blue-green accept" "$t"
+  check "slot a's containers are left after accept" --lacks '^kb-flux-a-|^kb-flux-registry-a$' -- docker ps -a --format '{{.Names}}'
+  t=$(now)
+  kubectl-bundle-slot destroy b --force --yes
+  m "flux: slot destroy b" "$t"
   check "containers left after the Flux part" --lacks '^kb-flux-' -- docker ps -a --format '{{.Names}}'
 }
