@@ -93,10 +93,19 @@ func (s *Site) MovedOff() *journal.NextStep {
 // same failure each time. The step closes the update (an abandoned one, as
 // when the pointer moved off); the slot's own repair comes after. Nil for
 // other updates (recreate tears its slot down itself), while the slot
-// stands, and when the pointer names another slot (MovedOff's case).
+// stands, and when the pointer names another slot (MovedOff's case); a
+// pointer removed (the repair of one that names the destroyed slot) does
+// not change it.
 func (s *Site) tornDown(t *journal.Transaction) *journal.NextStep {
-	if t.Strategy != journal.InPlace || !s.pointerPresent || s.pointerProblem != nil || s.pointer != t.Slots.Active {
-		return nil // another slot serves: the pointer's own step says so
+	if t.Strategy != journal.InPlace {
+		return nil
+	}
+	// A pointer naming another slot: that one serves, the pointer's own
+	// step says so. No pointer (removed as the repair of one naming the
+	// destroyed slot) or one naming the update's slot: the slot's state
+	// decides.
+	if s.pointerPresent && s.pointer != t.Slots.Active {
+		return nil
 	}
 	r, err := s.Slot(t.Slots.Active)
 	var how string
