@@ -183,7 +183,7 @@ flux_part() {
     --has 'WORKLOAD_CLUSTER_NAME=local-workload-b' -- \
     "$root/scripts/blue-green.sh" apply "$pkg2" --key "$key" --gate "$gate_flux" --gate-timeout 5m
   m "flux: blue-green apply (b)" "$t"
-  grep -E 'WORKLOAD_CLUSTER_NAME' <<<"$checked" | head -3 | sed 's/^/flux apply: /' | tee -a "$measure"
+  awk '/WORKLOAD_CLUSTER_NAME/ && n++ < 3 { print "flux apply: " $0 }' <<<"$checked" | tee -a "$measure"
   check "slot b is not active after the apply" --is b -- kubectl-bundle-switch status -o jsonpath='{.active}'
   check "slot create b did not write WORKLOAD_CLUSTER_NAME=local-workload-b into flux-system/kubectl-bundle-slot" --is local-workload-b -- \
     kubectl --context kind-kb-flux-b -n flux-system get configmap kubectl-bundle-slot -o jsonpath='{.data.WORKLOAD_CLUSTER_NAME}'
