@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-bundle/kubectl-bundle/internal/fluxart"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/record"
@@ -26,12 +25,7 @@ const fluxNamesTimeout = 60 * time.Second
 // deploy) is created; a ConfigMap there already is replaced by the slot's
 // values.
 func (m *Manager) writeFluxSettings(ctx context.Context, rec *Record, settings []record.FluxSetting) error {
-	cfg, err := restConfig(rec.Kubeconfig, rec.Context)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = fluxNamesTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientset(rec.Kubeconfig, rec.Context, fluxNamesTimeout)
 	if err != nil {
 		return err
 	}

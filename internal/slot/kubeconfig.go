@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -101,6 +102,17 @@ func (m *Manager) ensureSlotKubeconfig(slotName string) error {
 }
 
 // restConfig builds a client config for context in kubeconfig.
+// clientset is a client of kubeconfig's context whose requests give up
+// after timeout.
+func clientset(kubeconfig, context string, timeout time.Duration) (kubernetes.Interface, error) {
+	cfg, err := restConfig(kubeconfig, context)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = timeout
+	return kubernetes.NewForConfig(cfg)
+}
+
 func restConfig(kubeconfig, context string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loadingRules(kubeconfig),
 		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()

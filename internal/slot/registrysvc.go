@@ -58,12 +58,7 @@ func (m *Manager) registryService(ctx context.Context, rec *Record, n *Names, ne
 // writeRegistryService is ensureRegistryService in the cluster of
 // kubeconfig's context.
 func writeRegistryService(ctx context.Context, kubeconfig, kubeContext, ip, slotName string) error {
-	cfg, err := restConfig(kubeconfig, kubeContext)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = registryServiceTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientset(kubeconfig, kubeContext, registryServiceTimeout)
 	if err != nil {
 		return err
 	}
