@@ -259,10 +259,13 @@ func dockerInspect(_ env, s *State, c *dockerCall, out io.Writer) error {
 	}
 	nets := map[string]any{}
 	if ct.Network != "" {
-		// An address of the name's own, as the network's IPAM would give.
+		// An address of the name's own, as the network's IPAM would give;
+		// another one after each docker network connect (Docker's IPAM
+		// allocates serially: a reconnected container does not get its
+		// released address back).
 		h := fnv.New32a()
 		h.Write([]byte(name))
-		ip := fmt.Sprintf("172.18.%d.%d", h.Sum32()>>8%250, 2+h.Sum32()%250)
+		ip := fmt.Sprintf("172.18.%d.%d", h.Sum32()>>8%250, 2+(h.Sum32()+uint32(ct.Connects))%250)
 		nets[ct.Network] = map[string]any{"Aliases": append([]string{name}, ct.Aliases...), "IPAddress": ip}
 	}
 	b, _ := json.Marshal(nets)
@@ -385,6 +388,7 @@ func networkMove(ct *Container, network, name string, aliases []string, connect 
 			return fmt.Errorf("Error response from daemon: endpoint with name %s already exists in network %s", name, network)
 		}
 		ct.Network, ct.Aliases = network, aliases
+		ct.Connects++
 		return nil
 	}
 	if ct.Network != network {

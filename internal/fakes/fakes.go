@@ -76,6 +76,10 @@ type Container struct {
 	Status string `json:"status,omitempty"`
 	// Restart is the container's restart policy (docker run --restart).
 	Restart string `json:"restart,omitempty"`
+	// Connects counts docker network connect calls: Docker's IPAM
+	// allocates a network's addresses serially, so a container
+	// disconnected and connected again gets another address.
+	Connects int `json:"connects,omitempty"`
 }
 
 // StatusCreated is a container docker created but did not start: docker ps

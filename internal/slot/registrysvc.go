@@ -55,6 +55,46 @@ func (m *Manager) registryService(ctx context.Context, rec *Record, n *Names, ne
 	return nil
 }
 
+// RefreshRegistryService writes slot slotName's registry Service again
+// with the address its registry container has now. A switch moves the
+// registry alias by reconnecting registry containers to the network, and
+// Docker gives a reconnected container another address: the Service
+// written at create would lead nowhere, and the slot's Flux would lose its
+// source. Nothing is done for a slot without one: another zarfRegistry or
+// provider, an adopted slot, or one whose create has not written it yet.
+func (m *Manager) RefreshRegistryService(ctx context.Context, slotName string) error {
+	if m.Config.ZarfRegistry != ZarfRegistrySlot || m.Config.Provider != ProviderKind {
+		return nil
+	}
+	rec, err := Load(m.Dir, slotName)
+	if err != nil {
+		return err
+	}
+	if rec.Adopted {
+		return nil
+	}
+	n, err := m.NamesOf(slotName)
+	if err != nil {
+		return err
+	}
+	if m.WriteRegistryService == nil {
+		cs, err := clientset(rec.Kubeconfig, n.Context, registryServiceTimeout)
+		if err != nil {
+			return err
+		}
+		gctx, cancel := context.WithTimeout(ctx, registryServiceTimeout)
+		_, err = cs.CoreV1().Services(RegistryServiceNamespace).Get(gctx, RegistryServiceName, metav1.GetOptions{})
+		cancel()
+		if apierrors.IsNotFound(err) {
+			return nil // create's zarf-init step writes it
+		}
+		if err != nil {
+			return fmt.Errorf("reading Service %s/%s of slot %s: %w", RegistryServiceNamespace, RegistryServiceName, slotName, err)
+		}
+	}
+	return m.registryService(ctx, rec, n, m.Config.Network)
+}
+
 // writeRegistryService is ensureRegistryService in the cluster of
 // kubeconfig's context.
 func writeRegistryService(ctx context.Context, kubeconfig, kubeContext, ip, slotName string) error {

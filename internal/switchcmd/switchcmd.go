@@ -172,6 +172,14 @@ func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate 
 	s.sw.CheckCluster = m.CheckCluster
 	s.sw.WorkloadAccess = func(ctx context.Context, name string) ([]*slot.Workload, error) { return m.Workloads(ctx, name, "") }
 	s.sw.WorkloadAliases = cfg.WorkloadClusters
+	s.sw.RegistryService = m.RefreshRegistryService
+	s.sw.WorkloadNames = func(name string) []string {
+		n, err := m.NamesOf(name)
+		if err != nil {
+			return nil
+		}
+		return n.Workloads
+	}
 	if !common.Quiet {
 		m.Log = streams.ErrOut
 	}

@@ -171,27 +171,29 @@ func (s *Switcher) registryAliasHolder(ctx context.Context, containers []string)
 // the network always finds one; releasing first left a window with none
 // (measured: 6-8 failed requests of a 20/s loop per switch). Each container
 // is checked first, so a re-run after a crash between a disconnect and its
-// connect finishes the job (no registry is left off the network).
-func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others []string) error {
+// connect finishes the job (no registry is left off the network). It
+// returns the others it reconnected: Docker gave each another address.
+func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others []string) ([]string, error) {
 	aliases, connected, err := s.networkAliases(ctx, target)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !connected || !slices.Contains(aliases, s.RegistryAlias) {
 		state.CrashPoint("switch:registry-claim")
 		_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, target)
 		state.CrashPoint("switch:registry-connect")
 		if _, err := s.Run.Run(ctx, "docker", "network", "connect", "--alias", s.RegistryAlias, s.Network, target); err != nil {
-			return fmt.Errorf("giving alias %s to %s: %w", s.RegistryAlias, target, err)
+			return nil, fmt.Errorf("giving alias %s to %s: %w", s.RegistryAlias, target, err)
 		}
 	}
+	var moved []string
 	for _, o := range others {
 		aliases, connected, err := s.networkAliases(ctx, o)
 		if errors.Is(err, errGone) {
 			continue // moving the alias away from it is done
 		}
 		if err != nil {
-			return err
+			return moved, err
 		}
 		if connected && !slices.Contains(aliases, s.RegistryAlias) {
 			continue
@@ -200,7 +202,35 @@ func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others
 		_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, o)
 		state.CrashPoint("switch:registry-reconnect")
 		if _, err := s.Run.Run(ctx, "docker", "network", "connect", s.Network, o); err != nil {
-			return fmt.Errorf("reconnecting %s to %s without alias %s: %w", o, s.Network, s.RegistryAlias, err)
+			return moved, fmt.Errorf("reconnecting %s to %s without alias %s: %w", o, s.Network, s.RegistryAlias, err)
+		}
+		moved = append(moved, o)
+	}
+	return moved, nil
+}
+
+// refreshRegistryServices writes the registry Service of target, and of
+// each slot whose registry container the alias moves reconnected (moved,
+// slotOf names their slots), with the address each container has now.
+// Target's is written on every run, so a re-run after a kill between a
+// reconnect and its write mends it; a failure there fails the switch, as
+// the slot made active would serve with its registry's in-cluster name
+// leading nowhere. Another slot's failure is said and does not stop the
+// switch: the switch that makes that slot active writes its Service.
+func (s *Switcher) refreshRegistryServices(ctx context.Context, target string, moved []string, slotOf map[string]string) error {
+	if s.RegistryService == nil {
+		return nil
+	}
+	if err := s.RegistryService(ctx, target); err != nil {
+		return fmt.Errorf("slot %s's registry Service (its registry's in-cluster name), after its registry was reconnected: %w; run the switch again", target, err)
+	}
+	for _, c := range moved {
+		n := slotOf[c]
+		if n == "" {
+			continue
+		}
+		if err := s.RegistryService(ctx, n); err != nil {
+			s.logf("NOTE: slot %s's registry Service still names the address its registry %s had before the switch reconnected it: %v; the switch that makes slot %s active writes it again", n, c, err, n)
 		}
 	}
 	return nil
@@ -287,7 +317,8 @@ func (s *Switcher) isOldWorkloadAlias(cfg *clientcmdapi.Config, name string) boo
 
 // oursOfOld keeps of the old-style aliases (isOldWorkloadAlias) those
 // whose server is the published port of a slot's workload cluster of that
-// base name (the load balancer BASE-lb or BASE-SLOT-lb): a kind-<base>
+// base name (the load balancer BASE-SLOT-lb, or BASE-lb where a slot runs a
+// cluster named BASE itself, as an adopted site does): a kind-<base>
 // context of the operator's own, on a cluster no slot runs, has the same
 // shape and is left as it is (said, with the command that writes ours).
 func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, names []string) []string {
@@ -300,7 +331,11 @@ func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, name
 			server = cl.Server
 		}
 		found := false
-		for _, lb := range append([]string{base + "-lb"}, lbNames(base, slots)...) {
+		lbs := lbNames(base, slots)
+		if s.slotRunsBase(base, slots) {
+			lbs = append([]string{base + "-lb"}, lbs...)
+		}
+		for _, lb := range lbs {
 			port, err := runner.PublishedPort(ctx, s.Run, lb, "6443/tcp")
 			if err == nil && server != "" && serverKey(server) == serverKey("https://127.0.0.1:"+port) {
 				found = true
@@ -315,6 +350,21 @@ func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, name
 			name, server, base, s.Dir.Plugin("slot", "workload-kubeconfig", "--merge"))
 	}
 	return ours
+}
+
+// slotRunsBase: some slot runs a workload cluster named base itself, with
+// no slot suffix (an adopted site's). Only then is base-lb a slot's load
+// balancer; else it is a cluster of the operator's own of that name.
+func (s *Switcher) slotRunsBase(base string, slots []string) bool {
+	if s.WorkloadNames == nil {
+		return false
+	}
+	for _, sl := range slots {
+		if slices.Contains(s.WorkloadNames(sl), base) {
+			return true
+		}
+	}
+	return false
 }
 
 // lbNames are the load balancers of workload cluster base in each slot.

@@ -64,6 +64,15 @@ type Switcher struct {
 	// context (kind-airgap-wl) the kubeconfig holds to the slot switched
 	// to. Nil: the workload contexts are not moved.
 	WorkloadAccess func(ctx context.Context, slot string) ([]*slot.Workload, error)
+	// RegistryService writes a slot's in-cluster registry Service again
+	// with its registry container's address as it is now
+	// (slot.Manager.RefreshRegistryService): the alias moves reconnect
+	// registry containers, and Docker gives each another address. Nil:
+	// not written.
+	RegistryService func(ctx context.Context, slot string) error
+	// WorkloadNames lists the workload clusters a slot runs by name
+	// (slot.Manager.NamesOf, no cluster asked). Nil: none.
+	WorkloadNames func(slot string) []string
 	// WorkloadAliases are the configured workload-cluster base names
 	// (workloadClusters: airgap-wl): a context kind-<base> whose cluster
 	// entry has its own name was merged by a version before the entries
@@ -193,16 +202,22 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 	s.moveWorkloadContexts(ctx, target)
 	if rec.Registry != "" {
 		var others []string
+		slotOf := map[string]string{}
 		names, _ := slot.List(s.Dir)
 		for _, n := range names {
 			if o, err := slot.Load(s.Dir, n); err == nil && n != target && o.Registry != "" {
 				others = append(others, o.Registry)
+				slotOf[o.Registry] = n
 			}
 		}
-		if err := s.placeRegistryAlias(ctx, rec.Registry, others); err != nil {
+		moved, err := s.placeRegistryAlias(ctx, rec.Registry, others)
+		if err != nil {
 			return nil, err
 		}
 		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
+		if err := s.refreshRegistryServices(ctx, target, moved, slotOf); err != nil {
+			return nil, err
+		}
 	}
 	sw.Phase = after
 	if after == record.PhaseSwitched && sw.SoakStarted.IsZero() {
