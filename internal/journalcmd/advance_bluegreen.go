@@ -148,6 +148,9 @@ func (x *run) bgApply() error {
 		return x.goTo("deploy")
 	case "deploy":
 		c := t.Slots.Candidate
+		if !site.Read(x.d).Exists(c) {
+			return x.goneCandidate(c, "after its create")
+		}
 		if !x.runCmd(journal.Provisioned, x.cmds().Deploy(c, t.Target)) {
 			return x.rollback("deploying into slot " + c)
 		}
@@ -155,6 +158,9 @@ func (x *run) bgApply() error {
 		return x.goTo("gate")
 	case "gate":
 		c := t.Slots.Candidate
+		if !site.Read(x.d).Exists(c) {
+			return x.goneCandidate(c, "before its gate")
+		}
 		// S1: the workload clusters stay with the old slot, so the
 		// candidate's gate checks its management cluster only.
 		var scope []string
@@ -169,14 +175,7 @@ func (x *run) bgApply() error {
 	case "switch":
 		c := t.Slots.Candidate
 		if !site.Read(x.d).Exists(c) {
-			// Destroyed by hand after it passed its gate (slot destroy
-			// of a slot that does not serve): there is nothing to switch
-			// to. The update is rolled back (exit 3, the update failed;
-			// not the switch's 2 for a slot that does not exist), and a
-			// run of the apply again builds it anew.
-			x.sc.Vars["rollbackCode"] = "3"
-			x.sc.Vars["rollbackWhy"] = fmt.Sprintf("candidate slot %s was destroyed outside the update after it passed its gate: nothing was switched; the update was rolled back; run the apply again to build it anew", c)
-			return x.rollback("candidate slot " + c + " does not exist any more (destroyed outside the update): nothing to switch to")
+			return x.goneCandidate(c, "after it passed its gate")
 		}
 		if code := x.callCmd(plan.SwitchTo(c)); code != 0 {
 			if code != 4 && !x.phaseStarted(journal.Switched) {
@@ -198,6 +197,19 @@ func (x *run) bgApply() error {
 		return x.rolledBack()
 	}
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
+}
+
+// goneCandidate rolls the update back when candidate slot c, which this
+// update created, was destroyed by hand (slot destroy of a slot that does
+// not serve) at when: there is nothing to deploy into, gate or switch to.
+// Nothing of the package failed, so the run says what happened rather
+// than blame the next step, with exit 3 (the update failed; not a
+// plugin's 2 for a slot that does not exist), and a run of the apply
+// again builds the slot anew.
+func (x *run) goneCandidate(c, when string) error {
+	x.sc.Vars["rollbackCode"] = "3"
+	x.sc.Vars["rollbackWhy"] = fmt.Sprintf("candidate slot %s was destroyed outside the update %s: nothing was switched; the update was rolled back; run the apply again to build it anew", c, when)
+	return x.rollback("candidate slot " + c + " does not exist any more (destroyed outside the update " + when + ")")
 }
 
 // preflight: before the candidate is built, the machine can hold it and
