@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -173,12 +174,12 @@ func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate 
 	s.sw.WorkloadAccess = func(ctx context.Context, name string) ([]*slot.Workload, error) { return m.Workloads(ctx, name, "") }
 	s.sw.WorkloadAliases = cfg.WorkloadClusters
 	s.sw.RegistryService = m.RefreshRegistryService
-	s.sw.WorkloadNames = func(name string) []string {
-		n, err := m.NamesOf(name)
-		if err != nil {
-			return nil
+	s.sw.RunsWorkload = func(ctx context.Context, name, cluster string) bool {
+		if n, err := m.NamesOf(name); err == nil && slices.Contains(n.Workloads, cluster) {
+			return true
 		}
-		return n.Workloads
+		_, err := m.Workloads(ctx, name, cluster)
+		return err == nil
 	}
 	if !common.Quiet {
 		m.Log = streams.ErrOut

@@ -332,7 +332,7 @@ func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, name
 		}
 		found := false
 		lbs := lbNames(base, slots)
-		if s.slotRunsBase(base, slots) {
+		if s.slotRunsBase(ctx, base, slots) {
 			lbs = append([]string{base + "-lb"}, lbs...)
 		}
 		for _, lb := range lbs {
@@ -353,14 +353,16 @@ func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, name
 }
 
 // slotRunsBase: some slot runs a workload cluster named base itself, with
-// no slot suffix (an adopted site's). Only then is base-lb a slot's load
-// balancer; else it is a cluster of the operator's own of that name.
-func (s *Switcher) slotRunsBase(base string, slots []string) bool {
-	if s.WorkloadNames == nil {
+// no slot suffix (an adopted site's, or one its package names so): by its
+// names, or by Cluster API's kubeconfig of it in the slot's management
+// cluster. Only then is base-lb a slot's load balancer; else it is a
+// cluster of the operator's own of that name.
+func (s *Switcher) slotRunsBase(ctx context.Context, base string, slots []string) bool {
+	if s.RunsWorkload == nil {
 		return false
 	}
 	for _, sl := range slots {
-		if slices.Contains(s.WorkloadNames(sl), base) {
+		if s.RunsWorkload(ctx, sl, base) {
 			return true
 		}
 	}

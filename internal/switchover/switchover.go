@@ -70,9 +70,11 @@ type Switcher struct {
 	// registry containers, and Docker gives each another address. Nil:
 	// not written.
 	RegistryService func(ctx context.Context, slot string) error
-	// WorkloadNames lists the workload clusters a slot runs by name
-	// (slot.Manager.NamesOf, no cluster asked). Nil: none.
-	WorkloadNames func(slot string) []string
+	// RunsWorkload says whether a slot runs the workload cluster named
+	// cluster: its names say so (slot.Manager.NamesOf), or its management
+	// cluster holds Cluster API's kubeconfig of it (a cluster the package
+	// names as its alias, not renamed per slot). Nil: none does.
+	RunsWorkload func(ctx context.Context, slot, cluster string) bool
 	// WorkloadAliases are the configured workload-cluster base names
 	// (workloadClusters: airgap-wl): a context kind-<base> whose cluster
 	// entry has its own name was merged by a version before the entries
