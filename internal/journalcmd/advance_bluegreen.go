@@ -73,6 +73,11 @@ func (x *run) bgApply() error {
 	if t == nil && x.sc.PC != "" && x.sc.PC != "rolledback" {
 		return x.notOpenAnyMore()
 	}
+	// The steps that need the candidate this update created: one
+	// destroyed by hand since is said as such (goneCandidate).
+	if when, ok := candidateSteps[x.sc.PC]; ok && t != nil && !site.Read(x.d).Exists(t.Slots.Candidate) {
+		return x.goneCandidate(t.Slots.Candidate, when)
+	}
 	switch x.sc.PC {
 	case "":
 		if err := x.requireUpdate(); err != nil {
@@ -148,9 +153,6 @@ func (x *run) bgApply() error {
 		return x.goTo("deploy")
 	case "deploy":
 		c := t.Slots.Candidate
-		if !site.Read(x.d).Exists(c) {
-			return x.goneCandidate(c, "after its create")
-		}
 		if !x.runCmd(journal.Provisioned, x.cmds().Deploy(c, t.Target)) {
 			return x.rollback("deploying into slot " + c)
 		}
@@ -158,9 +160,6 @@ func (x *run) bgApply() error {
 		return x.goTo("gate")
 	case "gate":
 		c := t.Slots.Candidate
-		if !site.Read(x.d).Exists(c) {
-			return x.goneCandidate(c, "before its gate")
-		}
 		// S1: the workload clusters stay with the old slot, so the
 		// candidate's gate checks its management cluster only.
 		var scope []string
@@ -174,9 +173,6 @@ func (x *run) bgApply() error {
 		return x.goTo("switch")
 	case "switch":
 		c := t.Slots.Candidate
-		if !site.Read(x.d).Exists(c) {
-			return x.goneCandidate(c, "after it passed its gate")
-		}
 		if code := x.callCmd(plan.SwitchTo(c)); code != 0 {
 			if code != 4 && !x.phaseStarted(journal.Switched) {
 				// The switch refused before its first write (a
@@ -197,6 +193,14 @@ func (x *run) bgApply() error {
 		return x.rolledBack()
 	}
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
+}
+
+// candidateSteps are the apply's steps past the candidate's create, with
+// when a candidate found destroyed at each was destroyed.
+var candidateSteps = map[string]string{
+	"deploy": "after its create",
+	"gate":   "before its gate",
+	"switch": "after it passed its gate",
 }
 
 // goneCandidate rolls the update back when candidate slot c, which this
