@@ -125,6 +125,9 @@ $(KUBE_STAMP): hack/tools/node/go.mod hack/tools/node/go.sum
 #   3 parallel jobs only made zarf, the longest, take 3 times as long
 #   (docs/benchmarks.md).
 # - go test runs with -vet=off: go vet ./... (every analyzer) has just run.
+# - go test -json, through hack/testtimes: the output as without -json (a
+#   test's lines only when it fails), then each package's wall time and the
+#   slowest tests, so a run near the alarm says what to look at.
 # - go test's alarm (GO_TEST_TIMEOUT) is 75m, inside CI's 90: the e2e
 #   package is CPU-bound, and with the node image building beside it (its
 #   first run on a machine) it passed 45 minutes and was killed mid-run.
@@ -161,12 +164,13 @@ test:
 	trap 'echo stop >$(KIND_GO); wait $$kind' INT TERM; \
 	tools() { $(MAKE) --no-print-directory -j$(TOOLS_JOBS) -Oline testbin releasetools lint build && \
 	  echo 'CGO_ENABLED=0 $(GO) vet -trimpath ./...' && CGO_ENABLED=0 $(GO) vet -trimpath ./... && \
-	  echo '$(DARWIN_VET)' && $(DARWIN_VET); }; \
+	  echo '$(DARWIN_VET)' && $(DARWIN_VET) && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -o $(TESTBIN)/testtimes ./hack/testtimes; }; \
 	if ! tools; then echo stop >$(KIND_GO); echo "waiting for e2e-kind-core to stop"; wait $$kind; exit 1; fi; \
 	rc=0; echo "$(MODEL_TEST)"; $(MODEL_TEST) || rc=$$?; \
 	echo go >$(KIND_GO); \
-	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip ^TestModel$$ ./...'; \
-	CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip '^TestModel$$' ./... || rc=$$((rc ? rc : $$?)); \
+	echo 'CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH=$(KB_E2E_SH) $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip ^TestModel$$ -json ./... | testtimes'; \
+	( set -o pipefail; CGO_ENABLED=0 KB_INVARIANT_EXPLORE=report KB_INVARIANT_BUDGET=$(INVARIANT_TEST_BUDGET) KB_E2E_SH='$(KB_E2E_SH)' ZARF=$(TESTBIN)/zarf GORELEASER=$(GORELEASER) COSIGN=$(COSIGN) KREW=$(KREW) hack/lowcpu.sh $(GO) test -trimpath -vet=off -count=1 -timeout $(GO_TEST_TIMEOUT) -skip '^TestModel$$' -json ./... | $(TESTBIN)/testtimes -top 25 ) || rc=$$((rc ? rc : $$?)); \
 	hack/lowcpu.sh $(MAKE) --no-print-directory fuzz FUZZTIME=2000x INVARIANT_BUDGET= || rc=$$((rc ? rc : 1)); \
 	echo "waiting for e2e-kind-core"; wait $$kind; echo "--- e2e-kind-core ($(KIND_LOG))"; cat $(KIND_LOG); \
 	krc=$$(cat $(KIND_LOG).rc 2>/dev/null || echo 1); [ "$$krc" = 0 ] || echo "e2e-kind-core FAILED (exit $$krc)"; \
