@@ -86,10 +86,13 @@ func (x *run) bgApply() error {
 		if err := x.checkGateFile("apply", x.r.pkg); err != nil {
 			return err
 		}
+		if err := x.endAborted(); err != nil {
+			return err
+		}
 		if err := x.checkOpen(); err != nil {
 			return err
 		}
-		if t == nil {
+		if t = x.txn(); t == nil {
 			active := x.activeSlot()
 			candidate, code := x.output("slot", "other", active)
 			if code != 0 {

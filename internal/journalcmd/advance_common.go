@@ -118,6 +118,23 @@ func (x *run) rerunWithGate(file string, verb ...string) string {
 	return x.self(args...).String()
 }
 
+// endAborted ends an open transaction that was aborted (journal abort,
+// done) and not ended: there is nothing of it to resume, and resuming it
+// failed its first step and blamed the package ("FAIL: verification")
+// with exit 1. An apply then starts anew. When end refuses (damaged
+// state) the run ends with exit 3: end printed the repair.
+func (x *run) endAborted() error {
+	t := x.txn()
+	if t == nil || t.Phase != journal.Aborted || t.Status != journal.StatusDone {
+		return nil
+	}
+	x.say("transaction %s (%s) was aborted and not ended: ending it", t.ID, t.Strategy)
+	if x.end() != 0 {
+		return x.refuse(3, "transaction "+t.ID+" was aborted and could not be ended (see above)")
+	}
+	return nil
+}
+
 // checkOpen: an open transaction must be this strategy's, for this
 // PACKAGE; then the run resumes it.
 func (x *run) checkOpen() error {
@@ -149,6 +166,9 @@ func (x *run) activeSlot() string {
 // beginOnActive resumes the open transaction, or opens one on the active
 // slot (begin takes the package deployed there as the fallback).
 func (x *run) beginOnActive(verb string) error {
+	if err := x.endAborted(); err != nil {
+		return err
+	}
 	if err := x.checkOpen(); err != nil {
 		return err
 	}
