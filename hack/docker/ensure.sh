@@ -18,7 +18,9 @@
 # as its default runtime. The configuration of a daemon this script did not
 # start is never changed; the only objects it creates are the probe image
 # kb-bench/probe (label dev.kubectl-bundle.bench) and its short-lived probe
-# containers (name prefix kb-bench-probe-).
+# containers (name prefix kb-bench-probe-). A daemon of its own that it
+# starts is cleared of the containers a killed earlier run left in it
+# (clear_leftovers).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -116,6 +118,25 @@ start_own() {
   fi
 }
 
+# clear_leftovers removes the containers an earlier run left in the engine
+# of ours that was just started: a run killed before it cleaned up (a
+# session's end, a CI timeout) leaves its kind nodes, and the engine starts
+# them again by their restart policies, so a bench cluster nobody owns any
+# more ran beside the next run's tests (two Cluster API management clusters
+# of a killed experiment did, through a whole make test). Only our own
+# engine, whose containers are all the bench's, and only when this script
+# starts it: restart (the reboot test) keeps them. KB_DOCKER_KEEP=1 keeps
+# them too.
+clear_leftovers() {
+  [ "${KB_DOCKER_KEEP:-}" = 1 ] && return 0
+  local names
+  names=$(DOCKER_HOST=$own_host docker ps -a --format '{{.Names}}' | grep -v '^kb-bench-probe-' || true)
+  [ -n "$names" ] || return 0
+  say "removing $(printf '%s\n' "$names" | grep -c .) containers an earlier run left in this engine (KB_DOCKER_KEEP=1 keeps them): $(printf '%s ' $names)"
+  # shellcheck disable=SC2086 # one name a word
+  DOCKER_HOST=$own_host docker rm -f $names >/dev/null
+}
+
 # ensure prints the DOCKER_HOST to use.
 ensure() {
   mkdir -p "$dir"
@@ -133,6 +154,7 @@ ensure() {
     die "the running engine at $host cannot run privileged containers and this script does not change a daemon it did not start: register a runtime that drops CAP_SYS_RESOURCE there (see hack/docker/runcwrap), or stop it"
   fi
   start_own
+  clear_leftovers
   echo "$own_host"
 }
 
