@@ -132,7 +132,7 @@ clear_leftovers() {
   local names
   names=$(DOCKER_HOST=$own_host docker ps -a --format '{{.Names}}' | grep -v '^kb-bench-probe-' || true)
   [ -n "$names" ] || return 0
-  say "removing $(printf '%s\n' "$names" | grep -c .) containers an earlier run left in this engine (KB_DOCKER_KEEP=1 keeps them): $(printf '%s ' $names)"
+  say "removing $(printf '%s\n' "$names" | grep -c .) containers an earlier run left in this engine (KB_DOCKER_KEEP=1 keeps them): $(printf '%s\n' "$names" | paste -sd' ')"
   # shellcheck disable=SC2086 # one name a word
   DOCKER_HOST=$own_host docker rm -f $names >/dev/null
 }
