@@ -73,10 +73,12 @@ func (x *run) bgApply() error {
 	if t == nil && x.sc.PC != "" && x.sc.PC != "rolledback" {
 		return x.notOpenAnyMore()
 	}
-	// The steps that need the candidate this update created: one
-	// destroyed by hand since is said as such (goneCandidate).
-	if when, ok := candidateSteps[x.sc.PC]; ok && t != nil && !site.Read(x.d).Exists(t.Slots.Candidate) {
-		return x.goneCandidate(t.Slots.Candidate, when)
+	// The candidate this update created, destroyed by hand since, is said
+	// as such (goneCandidate) before the steps that need it. A run holds
+	// the lock from its deploy step on, so a re-run, which passes through
+	// deploy first, is where it is found.
+	if x.sc.PC == "deploy" && t != nil && !site.Read(x.d).Exists(t.Slots.Candidate) {
+		return x.goneCandidate(t.Slots.Candidate)
 	}
 	switch x.sc.PC {
 	case "":
@@ -198,25 +200,17 @@ func (x *run) bgApply() error {
 	return x.refuse(3, "the run's progress names no step it knows ("+x.sc.PC+"): run the script again")
 }
 
-// candidateSteps are the apply's steps past the candidate's create, with
-// when a candidate found destroyed at each was destroyed.
-var candidateSteps = map[string]string{
-	"deploy": "after its create",
-	"gate":   "before its gate",
-	"switch": "after it passed its gate",
-}
-
 // goneCandidate rolls the update back when candidate slot c, which this
 // update created, was destroyed by hand (slot destroy of a slot that does
-// not serve) at when: there is nothing to deploy into, gate or switch to.
-// Nothing of the package failed, so the run says what happened rather
-// than blame the next step, with exit 3 (the update failed; not a
-// plugin's 2 for a slot that does not exist), and a run of the apply
-// again builds the slot anew.
-func (x *run) goneCandidate(c, when string) error {
+// not serve): there is nothing to deploy into, gate or switch to. Nothing
+// of the package failed, so the run says what happened rather than blame
+// the next step, with exit 3 (the update failed; not a plugin's 2 for a
+// slot that does not exist), and a run of the apply again builds the slot
+// anew.
+func (x *run) goneCandidate(c string) error {
 	x.sc.Vars["rollbackCode"] = "3"
-	x.sc.Vars["rollbackWhy"] = fmt.Sprintf("candidate slot %s was destroyed outside the update %s: nothing was switched; the update was rolled back; run the apply again to build it anew", c, when)
-	return x.rollback("candidate slot " + c + " does not exist any more (destroyed outside the update " + when + ")")
+	x.sc.Vars["rollbackWhy"] = fmt.Sprintf("candidate slot %s was destroyed outside the update: nothing was switched; the update was rolled back; run the apply again to build it anew", c)
+	return x.rollback("candidate slot " + c + " does not exist any more (destroyed outside the update)")
 }
 
 // preflight: before the candidate is built, the machine can hold it and

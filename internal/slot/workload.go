@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -102,8 +103,17 @@ func (m *Manager) Workloads(ctx context.Context, slotName, cluster string) ([]*W
 	var out []*Workload
 	for _, name := range clusters {
 		w, err := m.workload(ctx, cs, slotName, name)
+		if err != nil && cluster == "" && apierrors.IsNotFound(err) {
+			// A package that names its workload cluster as its alias
+			// (no rename per slot) runs the base name itself.
+			if base := m.Config.WorkloadAlias(name); base != name {
+				if wb, berr := m.workload(ctx, cs, slotName, base); berr == nil {
+					w, err = wb, nil
+				}
+			}
+		}
 		if err != nil && !named {
-			return nil, errkind.New(errkind.Usage, "slot %s runs no workload cluster %s (config.yaml names: %s; and %v)", slotName, name, listOrNone(names.Workloads), err)
+			return nil, errkind.New(errkind.Usage, "slot %s runs no workload cluster %s (config.yaml names: %s; and %w)", slotName, name, listOrNone(names.Workloads), err)
 		}
 		if err != nil {
 			return nil, err

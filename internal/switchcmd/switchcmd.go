@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	kcli "github.com/kubectl-bundle/kubectl-bundle/internal/cli"
 	"github.com/kubectl-bundle/kubectl-bundle/internal/errkind"
@@ -174,12 +175,18 @@ func open(ctx context.Context, streams kcli.IOStreams, cmd *cli.Command, mutate 
 	s.sw.WorkloadAccess = func(ctx context.Context, name string) ([]*slot.Workload, error) { return m.Workloads(ctx, name, "") }
 	s.sw.WorkloadAliases = cfg.WorkloadClusters
 	s.sw.RegistryService = m.RefreshRegistryService
-	s.sw.RunsWorkload = func(ctx context.Context, name, cluster string) bool {
+	s.sw.RunsWorkload = func(ctx context.Context, name, cluster string) (bool, error) {
 		if n, err := m.NamesOf(name); err == nil && slices.Contains(n.Workloads, cluster) {
-			return true
+			return true, nil
 		}
-		_, err := m.Workloads(ctx, name, cluster)
-		return err == nil
+		switch _, err := m.Workloads(ctx, name, cluster); {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil // its management cluster holds no kubeconfig of it
+		default:
+			return false, err
+		}
 	}
 	if !common.Quiet {
 		m.Log = streams.ErrOut

@@ -210,27 +210,28 @@ func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others
 }
 
 // refreshRegistryServices writes the registry Service of target, and of
-// each slot whose registry container the alias moves reconnected (moved,
-// slotOf names their slots), with the address each container has now.
-// Target's is written on every run, so a re-run after a kill between a
-// reconnect and its write mends it; a failure there fails the switch, as
-// the slot made active would serve with its registry's in-cluster name
-// leading nowhere. Another slot's failure is said and does not stop the
-// switch: the switch that makes that slot active writes its Service.
-func (s *Switcher) refreshRegistryServices(ctx context.Context, target string, moved []string, slotOf map[string]string) error {
+// each other slot (others are their registry containers, slotOf names
+// their slots), with the address each container has now. Every run writes
+// them all: a re-run after a kill between a reconnect and its write finds
+// that container already without the alias and reconnects nothing, yet
+// its Service still names the address it had. Target's failure fails the
+// switch, as the slot made active would serve with its registry's
+// in-cluster name leading nowhere. Another slot's is said and does not
+// stop the switch: the switch that makes that slot active writes it.
+func (s *Switcher) refreshRegistryServices(ctx context.Context, target string, others []string, slotOf map[string]string) error {
 	if s.RegistryService == nil {
 		return nil
 	}
 	if err := s.RegistryService(ctx, target); err != nil {
 		return fmt.Errorf("slot %s's registry Service (its registry's in-cluster name), after its registry was reconnected: %w; run the switch again", target, err)
 	}
-	for _, c := range moved {
+	for _, c := range others {
 		n := slotOf[c]
 		if n == "" {
 			continue
 		}
 		if err := s.RegistryService(ctx, n); err != nil {
-			s.logf("NOTE: slot %s's registry Service still names the address its registry %s had before the switch reconnected it: %v; the switch that makes slot %s active writes it again", n, c, err, n)
+			s.logf("NOTE: slot %s's registry Service may still name an address its registry %s had before a switch reconnected it: %v; the switch that makes slot %s active writes it again", n, c, err, n)
 		}
 	}
 	return nil
@@ -321,6 +322,9 @@ func (s *Switcher) isOldWorkloadAlias(cfg *clientcmdapi.Config, name string) boo
 // cluster named BASE itself, as an adopted site does): a kind-<base>
 // context of the operator's own, on a cluster no slot runs, has the same
 // shape and is left as it is (said, with the command that writes ours).
+// The slots are asked whether they run BASE only when the server is
+// BASE-lb's port; one that does not answer leaves the context as it is,
+// said as such (not as the operator's own).
 func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, names []string) []string {
 	slots, _ := slot.List(s.Dir)
 	var ours []string
@@ -330,43 +334,57 @@ func (s *Switcher) oursOfOld(ctx context.Context, cfg *clientcmdapi.Config, name
 		if cl := cfg.Clusters[cfg.Contexts[name].Cluster]; cl != nil {
 			server = cl.Server
 		}
-		found := false
-		lbs := lbNames(base, slots)
-		if s.slotRunsBase(ctx, base, slots) {
-			lbs = append([]string{base + "-lb"}, lbs...)
+		found := s.servesAt(ctx, server, lbNames(base, slots)...)
+		var unasked []string
+		if !found && s.servesAt(ctx, server, base+"-lb") {
+			found, unasked = s.slotRunsBase(ctx, base, slots)
 		}
-		for _, lb := range lbs {
-			port, err := runner.PublishedPort(ctx, s.Run, lb, "6443/tcp")
-			if err == nil && server != "" && serverKey(server) == serverKey("https://127.0.0.1:"+port) {
-				found = true
-				break
-			}
-		}
-		if found {
+		switch {
+		case found:
 			ours = append(ours, name)
-			continue
+		case len(unasked) > 0:
+			s.logf("NOTE: context %s is left as it is: its server %s is the load balancer of a workload cluster %s, and whether a slot runs it is unknown (%s); once that slot answers, run the switch again",
+				name, server, base, strings.Join(unasked, "; "))
+		default:
+			s.logf("NOTE: context %s is left as it is: its server %s is no workload cluster %s of a slot (a context of your own?); the slots' workload contexts are written by %s",
+				name, server, base, s.Dir.Plugin("slot", "workload-kubeconfig", "--merge"))
 		}
-		s.logf("NOTE: context %s is left as it is: its server %s is no workload cluster %s of a slot (a context of your own?); the slots' workload contexts are written by %s",
-			name, server, base, s.Dir.Plugin("slot", "workload-kubeconfig", "--merge"))
 	}
 	return ours
+}
+
+// servesAt says whether server is the published API port of one of the
+// load balancer containers lbs.
+func (s *Switcher) servesAt(ctx context.Context, server string, lbs ...string) bool {
+	for _, lb := range lbs {
+		port, err := runner.PublishedPort(ctx, s.Run, lb, "6443/tcp")
+		if err == nil && server != "" && serverKey(server) == serverKey("https://127.0.0.1:"+port) {
+			return true
+		}
+	}
+	return false
 }
 
 // slotRunsBase: some slot runs a workload cluster named base itself, with
 // no slot suffix (an adopted site's, or one its package names so): by its
 // names, or by Cluster API's kubeconfig of it in the slot's management
 // cluster. Only then is base-lb a slot's load balancer; else it is a
-// cluster of the operator's own of that name.
-func (s *Switcher) slotRunsBase(ctx context.Context, base string, slots []string) bool {
+// cluster of the operator's own of that name. unasked says each slot that
+// could not be asked, when none said yes.
+func (s *Switcher) slotRunsBase(ctx context.Context, base string, slots []string) (runs bool, unasked []string) {
 	if s.RunsWorkload == nil {
-		return false
+		return false, nil
 	}
 	for _, sl := range slots {
-		if s.RunsWorkload(ctx, sl, base) {
-			return true
+		ok, err := s.RunsWorkload(ctx, sl, base)
+		if ok {
+			return true, nil
+		}
+		if err != nil {
+			unasked = append(unasked, fmt.Sprintf("slot %s: %v", sl, err))
 		}
 	}
-	return false
+	return false, unasked
 }
 
 // lbNames are the load balancers of workload cluster base in each slot.

@@ -73,8 +73,9 @@ type Switcher struct {
 	// RunsWorkload says whether a slot runs the workload cluster named
 	// cluster: its names say so (slot.Manager.NamesOf), or its management
 	// cluster holds Cluster API's kubeconfig of it (a cluster the package
-	// names as its alias, not renamed per slot). Nil: none does.
-	RunsWorkload func(ctx context.Context, slot, cluster string) bool
+	// names as its alias, not renamed per slot). An error: the slot could
+	// not be asked. Nil: none does.
+	RunsWorkload func(ctx context.Context, slot, cluster string) (bool, error)
 	// WorkloadAliases are the configured workload-cluster base names
 	// (workloadClusters: airgap-wl): a context kind-<base> whose cluster
 	// entry has its own name was merged by a version before the entries
@@ -212,12 +213,11 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 				slotOf[o.Registry] = n
 			}
 		}
-		moved, err := s.placeRegistryAlias(ctx, rec.Registry, others)
-		if err != nil {
+		if _, err := s.placeRegistryAlias(ctx, rec.Registry, others); err != nil {
 			return nil, err
 		}
 		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
-		if err := s.refreshRegistryServices(ctx, target, moved, slotOf); err != nil {
+		if err := s.refreshRegistryServices(ctx, target, others, slotOf); err != nil {
 			return nil, err
 		}
 	}
