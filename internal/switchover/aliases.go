@@ -171,29 +171,29 @@ func (s *Switcher) registryAliasHolder(ctx context.Context, containers []string)
 // the network always finds one; releasing first left a window with none
 // (measured: 6-8 failed requests of a 20/s loop per switch). Each container
 // is checked first, so a re-run after a crash between a disconnect and its
-// connect finishes the job (no registry is left off the network). It
-// returns the others it reconnected: Docker gave each another address.
-func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others []string) ([]string, error) {
+// connect finishes the job (no registry is left off the network). Docker
+// gives each container it reconnects another address: the caller writes
+// every slot's registry Service after it (refreshRegistryServices).
+func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others []string) error {
 	aliases, connected, err := s.networkAliases(ctx, target)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !connected || !slices.Contains(aliases, s.RegistryAlias) {
 		state.CrashPoint("switch:registry-claim")
 		_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, target)
 		state.CrashPoint("switch:registry-connect")
 		if _, err := s.Run.Run(ctx, "docker", "network", "connect", "--alias", s.RegistryAlias, s.Network, target); err != nil {
-			return nil, fmt.Errorf("giving alias %s to %s: %w", s.RegistryAlias, target, err)
+			return fmt.Errorf("giving alias %s to %s: %w", s.RegistryAlias, target, err)
 		}
 	}
-	var moved []string
 	for _, o := range others {
 		aliases, connected, err := s.networkAliases(ctx, o)
 		if errors.Is(err, errGone) {
 			continue // moving the alias away from it is done
 		}
 		if err != nil {
-			return moved, err
+			return err
 		}
 		if connected && !slices.Contains(aliases, s.RegistryAlias) {
 			continue
@@ -202,11 +202,10 @@ func (s *Switcher) placeRegistryAlias(ctx context.Context, target string, others
 		_, _ = s.Run.Run(ctx, "docker", "network", "disconnect", s.Network, o)
 		state.CrashPoint("switch:registry-reconnect")
 		if _, err := s.Run.Run(ctx, "docker", "network", "connect", s.Network, o); err != nil {
-			return moved, fmt.Errorf("reconnecting %s to %s without alias %s: %w", o, s.Network, s.RegistryAlias, err)
+			return fmt.Errorf("reconnecting %s to %s without alias %s: %w", o, s.Network, s.RegistryAlias, err)
 		}
-		moved = append(moved, o)
 	}
-	return moved, nil
+	return nil
 }
 
 // refreshRegistryServices writes the registry Service of target, and of

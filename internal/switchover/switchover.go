@@ -213,7 +213,7 @@ func (s *Switcher) move(ctx context.Context, target, previous, during, after, mo
 				slotOf[o.Registry] = n
 			}
 		}
-		if _, err := s.placeRegistryAlias(ctx, rec.Registry, others); err != nil {
+		if err := s.placeRegistryAlias(ctx, rec.Registry, others); err != nil {
 			return nil, err
 		}
 		s.logf("registry alias %s -> %s (network %s)", s.RegistryAlias, rec.Registry, s.Network)
